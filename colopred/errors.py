@@ -1,0 +1,30 @@
+"""Errors that the CLI turns into one-line messages (no traceback, non-zero exit)."""
+
+from __future__ import annotations
+
+import os
+
+
+class ColopredError(Exception):
+    """Base class of every error colopred reports to a user."""
+
+    exit_code = 2
+
+
+class InputError(ColopredError):
+    """A file given to colopred is unusable: names the file and the problem."""
+
+    def __init__(self, path: str | os.PathLike | None, problem: str):
+        self.path = None if path is None else os.fspath(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}" if self.path else problem)
+
+
+class SchemaError(InputError):
+    """A JSON document (profile, model manifest) of an unknown or invalid schema."""
+
+
+class GpuError(ColopredError):
+    """The GPU side failed (no GPU, MPS daemon, profiler)."""
+
+    exit_code = 3

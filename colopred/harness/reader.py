@@ -1,0 +1,165 @@
+"""Measurement records -> tidy pandas tables.
+
+``read_windows`` gives one row per window record. ``slowdown_table`` gives one row per
+(collocated window, job): solo ms, collocated ms, slowdown, and the set's δ and
+normalised throughput. Each slowdown uses *nearby* solo times: the mean of the job's
+solo windows just before and just after the collocated window in the same campaign
+and mode (drift between windows is real: several % on an H100).
+
+  slowdown s_j   = t'_j,S / t_j
+  δ (eq. 4.1)    = Σ_j t_j / max_j t'_j,S
+  throughput     = Σ_j t_j / t'_j,S
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from .campaign import RECORDS_FILE
+from .records import iter_records
+
+
+def _record_files(paths) -> list[Path]:
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files += sorted(p.rglob(RECORDS_FILE))
+        elif p.exists():
+            files.append(p)
+        else:
+            raise InputError(p, "no such file or directory")
+    if not files:
+        raise InputError(paths[0] if paths else None, f"no {RECORDS_FILE} found")
+    return files
+
+
+def read_windows(paths) -> pd.DataFrame:
+    """One row per window record; ``campaign`` is the record file's folder name."""
+    rows = []
+    for f in _record_files(paths):
+        campaign = f.parent.name
+        for seq, r in enumerate(iter_records(f)):
+            prov = r.get("provenance") or {}
+            rows.append(
+                {
+                    "campaign": campaign,
+                    "seq": seq,
+                    "window_id": r["window_id"],
+                    "mode": r["mode"],
+                    "kind": r["kind"],
+                    "jobs": tuple(r["jobs"]),
+                    "set": "+".join(sorted(r["jobs"])),
+                    "n_jobs": len(r["jobs"]),
+                    "repeat": r.get("repeat", 0),
+                    "status": r["status"],
+                    "reason": r.get("reason"),
+                    "results": r.get("results") or {},
+                    "gpm": r.get("gpm"),
+                    "window_s": r.get("window_s"),
+                    "wall_s": r.get("wall_s"),
+                    "started_at": r.get("started_at"),
+                    "gpu": prov.get("gpu"),
+                    "driver": prov.get("driver"),
+                    "torch": prov.get("torch"),
+                    "harness_version": prov.get("harness_version"),
+                }
+            )
+    df = pd.DataFrame(rows)
+    dup = df.duplicated(["campaign", "window_id"])
+    if dup.any():
+        raise InputError(None, f"window {df.loc[dup, 'window_id'].iloc[0]} is recorded twice in campaign {df.loc[dup, 'campaign'].iloc[0]}")
+    return df
+
+
+def solo_table(windows: pd.DataFrame) -> pd.DataFrame:
+    """One row per successful solo window: campaign, mode, seq, job, iteration ms, peak memory."""
+    solo = windows[(windows["kind"] == "solo") & (windows["status"] == "ok")]
+    rows = []
+    for w in solo.itertuples():
+        job = w.jobs[0]
+        r = w.results[job]
+        rows.append(
+            {"campaign": w.campaign, "mode": w.mode, "seq": w.seq, "job": job, "iteration_ms": r["mean_ms"],
+             "median_ms": r.get("median_ms"), "iterations": r.get("iterations"), "peak_memory_gib": r.get("peak_memory_gib"),
+             "started_at": w.started_at}
+        )
+    return pd.DataFrame(rows, columns=["campaign", "mode", "seq", "job", "iteration_ms", "median_ms", "iterations", "peak_memory_gib", "started_at"])
+
+
+def solo_noise(windows: pd.DataFrame) -> pd.DataFrame:
+    """Spread of repeated solo windows per (campaign, mode, job): count, mean, CV (std/mean)."""
+    s = solo_table(windows)
+    if s.empty:
+        return pd.DataFrame(columns=["campaign", "mode", "job", "n", "mean_ms", "cv"])
+    g = s.groupby(["campaign", "mode", "job"])["iteration_ms"]
+    out = g.agg(n="count", mean_ms="mean", std_ms="std").reset_index()
+    out["cv"] = out["std_ms"] / out["mean_ms"]
+    return out.drop(columns="std_ms")
+
+
+def _nearby_solo(solos: pd.DataFrame, seq: int) -> float | None:
+    """Mean of the solo windows just before and just after ``seq`` (either if only one exists)."""
+    before = solos[solos["seq"] < seq]
+    after = solos[solos["seq"] > seq]
+    vals = []
+    if len(before):
+        vals.append(before["iteration_ms"].iloc[-1])
+    if len(after):
+        vals.append(after["iteration_ms"].iloc[0])
+    return float(np.mean(vals)) if vals else None
+
+
+def slowdown_table(windows: pd.DataFrame) -> pd.DataFrame:
+    """One row per (successful collocated window, job) with slowdown, δ and throughput."""
+    solos = solo_table(windows)
+    by_key = {k: g.sort_values("seq") for k, g in solos.groupby(["campaign", "mode", "job"])}
+    noise = solo_noise(windows).set_index(["campaign", "mode", "job"])["cv"].to_dict() if len(solos) else {}
+    rows = []
+    colo = windows[(windows["kind"] == "colo") & (windows["status"] == "ok")]
+    for w in colo.itertuples():
+        per_job = []
+        for job in w.jobs:
+            s = by_key.get((w.campaign, w.mode, job))
+            t = None if s is None else _nearby_solo(s, w.seq)
+            r = w.results[job]
+            per_job.append((job, t, r["mean_ms"], r.get("iterations"), r.get("peak_memory_gib")))
+        if any(t is None for _, t, *_ in per_job):
+            continue  # no solo baseline for some member: cannot form a slowdown
+        sum_t = sum(t for _, t, *_ in per_job)
+        delta = sum_t / max(c for _, _, c, *_ in per_job)
+        thr = sum(t / c for _, t, c, *_ in per_job)
+        for job, t, c, iters, mem in per_job:
+            rows.append(
+                {"campaign": w.campaign, "window_id": w.window_id, "seq": w.seq, "mode": w.mode, "set": w.set,
+                 "n_jobs": w.n_jobs, "repeat": w.repeat, "job": job, "solo_ms": t, "colo_ms": c, "slowdown": c / t,
+                 "delta": delta, "throughput": thr, "iterations": iters, "peak_memory_gib": mem,
+                 "solo_cv": noise.get((w.campaign, w.mode, job), np.nan), "gpu": w.gpu, "started_at": w.started_at}
+            )
+    cols = ["campaign", "window_id", "seq", "mode", "set", "n_jobs", "repeat", "job", "solo_ms", "colo_ms", "slowdown",
+            "delta", "throughput", "iterations", "peak_memory_gib", "solo_cv", "gpu", "started_at"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def set_table(windows: pd.DataFrame) -> pd.DataFrame:
+    """One row per collocated window, failures and infeasible sets included."""
+    slow = slowdown_table(windows)
+    agg = slow.groupby("window_id").agg(delta=("delta", "first"), throughput=("throughput", "first"),
+                                        max_slowdown=("slowdown", "max")).reset_index()
+    colo = windows[windows["kind"] == "colo"][["campaign", "window_id", "mode", "set", "n_jobs", "repeat", "status", "reason", "gpu", "started_at"]]
+    return colo.merge(agg, on="window_id", how="left")
+
+
+def repeat_noise(slowdowns: pd.DataFrame) -> pd.DataFrame:
+    """Absolute difference of slowdowns between repeated measurements of the same (mode, set, job)."""
+    g = slowdowns.groupby(["mode", "set", "job"])["slowdown"]
+    out = g.agg(n="count", min="min", max="max").reset_index()
+    out = out[out["n"] >= 2].copy()
+    out["abs_diff"] = out["max"] - out["min"]
+    return out

@@ -1,0 +1,214 @@
+"""``JobProfile``: one training job measured alone on one GPU.
+
+Every other part of colopred consumes this type: the profilers produce it (from an
+Nsight Compute report or from NVML GPM samples), the predictor turns sets of them into
+feature rows. It is saved as versioned JSON; loading validates it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from .errors import InputError, SchemaError
+from .gpu import GpuInfo
+
+SCHEMA = "colopred.job_profile"
+SCHEMA_VERSION = 1
+
+Source = Literal["ncu", "nvml"]
+
+# Fields that hold a percentage in [0, 100] (None allowed for the optional ones).
+PCT_FIELDS = (
+    "dram_util_pct",
+    "achieved_occupancy_pct",
+    "sm_throughput_pct",
+    "theoretical_occupancy_pct",
+    "l2_hit_rate_pct",
+    "tensor_util_pct",
+)
+
+
+@dataclass(frozen=True)
+class JobProfile:
+    """Solo profile of one job.
+
+    Duration-weighted metrics follow Tabrizian (2020), eq. 4.2: for a per-kernel metric
+    ``p_i`` (% of peak) and kernel durations ``t_i``, ``M = sum(p_i * t_i) / sum(t_i)``.
+    From NVML GPM (``source == "nvml"``) they are time averages over the whole run
+    instead, idle time included.
+    """
+
+    name: str
+    gpu: GpuInfo
+    source: Source
+    iteration_ms: float
+    """Solo iteration time (mean over timed iterations, no profiler attached)."""
+    iterations_profiled: int
+    busy_fraction: float
+    """Kernel time per iteration / solo iteration time (ncu), or GPM graphics activity (nvml)."""
+    dram_util_pct: float
+    """Tabrizian's M: duration-weighted DRAM bandwidth utilisation, % of peak."""
+    achieved_occupancy_pct: float
+    kernel_ms_per_iteration: float | None = None
+    kernels_per_iteration: float | None = None
+    sm_throughput_pct: float | None = None
+    theoretical_occupancy_pct: float | None = None
+    l2_hit_rate_pct: float | None = None
+    tensor_util_pct: float | None = None
+    peak_memory_gib: float | None = None
+    distributions: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per-kernel metric distributions, duration weighted: ``{metric: {"p10": .., "hist_0_10": ..}}``."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Provenance: job spec, command, tool versions, date."""
+
+    def __post_init__(self) -> None:
+        problems = validate_fields(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    # ----------------------------------------------------------------- derived
+    @property
+    def gpu_busy_ms(self) -> float:
+        """GPU time the job occupies per iteration: ``busy_fraction * iteration_ms``."""
+        return self.busy_fraction * self.iteration_ms
+
+    @property
+    def dram_demand_pct(self) -> float:
+        """Average DRAM bandwidth demand over wall time: ``M * busy_fraction``."""
+        return self.dram_util_pct * min(self.busy_fraction, 1.0)
+
+    # --------------------------------------------------------------------- I/O
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["gpu"] = self.gpu.to_dict()
+        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, **d}
+
+    def to_json(self, path: str | os.PathLike) -> Path:
+        """Write atomically (temp file + rename): an existing file is never left half written."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], path: str | os.PathLike | None = None) -> "JobProfile":
+        if not isinstance(d, dict):
+            raise SchemaError(path, "not a colopred profile (expected a JSON object)")
+        if d.get("schema") != SCHEMA:
+            raise SchemaError(path, f"not a colopred profile (schema is {d.get('schema')!r}, expected {SCHEMA!r})")
+        version = d.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise SchemaError(
+                path, f"profile schema version {version!r} is not supported (this colopred reads version {SCHEMA_VERSION})"
+            )
+        body = {k: v for k, v in d.items() if k not in ("schema", "schema_version")}
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(body) - known)
+        if unknown:
+            raise SchemaError(path, f"unknown profile field(s): {', '.join(unknown)}")
+        try:
+            g = body["gpu"]
+            body["gpu"] = GpuInfo(name=str(g["name"]), sm_count=int(g["sm_count"]), memory_gib=float(g["memory_gib"]))
+            return cls(**body)
+        except KeyError as e:
+            raise SchemaError(path, f"profile is missing field {e.args[0]!r}") from None
+        except (TypeError, ValueError) as e:
+            raise SchemaError(path, f"invalid profile: {e}") from None
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike) -> "JobProfile":
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            raise InputError(path, "no such file") from None
+        except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
+            raise InputError(path, f"cannot read: {e.__class__.__name__}") from None
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise SchemaError(path, f"not valid JSON (line {e.lineno}: {e.msg})") from None
+        return cls.from_dict(d, path)
+
+    def with_(self, **changes: Any) -> "JobProfile":
+        """A copy with some fields replaced (validated again)."""
+        return replace(self, **changes)
+
+    def summary(self) -> str:
+        """Human-readable multi-line summary (``colopred profile show``)."""
+
+        def f(v: float | None, unit: str = "", nd: int = 1) -> str:
+            return "-" if v is None else f"{v:,.{nd}f}{unit}"
+
+        lines = [
+            f"{self.name}  ({self.source} profile, {self.gpu.name}, {self.gpu.sm_count} SMs, {self.gpu.memory_gib:.1f} GiB)",
+            f"  solo iteration        {f(self.iteration_ms, ' ms', 2)}",
+            f"  kernel time/iteration {f(self.kernel_ms_per_iteration, ' ms', 2)}",
+            f"  busy fraction         {f(self.busy_fraction, '', 3)}",
+            f"  kernels/iteration     {f(self.kernels_per_iteration, '', 0)}",
+            f"  iterations profiled   {self.iterations_profiled}",
+            f"  DRAM bandwidth (M)    {f(self.dram_util_pct, ' %')}",
+            f"  achieved occupancy    {f(self.achieved_occupancy_pct, ' %')}",
+            f"  SM throughput         {f(self.sm_throughput_pct, ' %')}",
+            f"  theoretical occupancy {f(self.theoretical_occupancy_pct, ' %')}",
+            f"  L2 hit rate           {f(self.l2_hit_rate_pct, ' %')}",
+            f"  tensor activity       {f(self.tensor_util_pct, ' %')}",
+            f"  peak memory           {f(self.peak_memory_gib, ' GiB', 2)}",
+        ]
+        for metric, dist in self.distributions.items():
+            pct = [f"{k}={v:.0f}" for k, v in dist.items() if k.startswith("p")]
+            if pct:
+                lines.append(f"  {metric:<21} " + " ".join(pct) + "  (duration-weighted percentiles, %)")
+        return "\n".join(lines)
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def validate_fields(p: JobProfile) -> list[str]:
+    """Everything wrong with a profile's values, as short phrases (empty if valid)."""
+    problems: list[str] = []
+    if not isinstance(p.name, str) or not p.name:
+        problems.append("name must be a non-empty string")
+    if p.source not in ("ncu", "nvml"):
+        problems.append(f"source must be 'ncu' or 'nvml', not {p.source!r}")
+    if not isinstance(p.gpu, GpuInfo):
+        problems.append("gpu must be a GpuInfo")
+    if not _finite(p.iteration_ms) or p.iteration_ms <= 0:
+        problems.append(f"iteration_ms must be a positive number of milliseconds, not {p.iteration_ms!r}")
+    if not isinstance(p.iterations_profiled, int) or p.iterations_profiled < 1:
+        problems.append(f"iterations_profiled must be a positive integer, not {p.iterations_profiled!r}")
+    if not _finite(p.busy_fraction) or not 0 <= p.busy_fraction <= 4:
+        problems.append(f"busy_fraction must be a finite fraction (0..4), not {p.busy_fraction!r}")
+    for name in PCT_FIELDS:
+        v = getattr(p, name)
+        required = name in ("dram_util_pct", "achieved_occupancy_pct")
+        if v is None and not required:
+            continue
+        if not _finite(v) or not -0.5 <= v <= 100.5:
+            problems.append(f"{name} must be a percentage in 0..100, not {v!r}")
+    for name in ("kernel_ms_per_iteration", "kernels_per_iteration", "peak_memory_gib"):
+        v = getattr(p, name)
+        if v is not None and (not _finite(v) or v < 0):
+            problems.append(f"{name} must be a non-negative number, not {v!r}")
+    if not isinstance(p.distributions, dict):
+        problems.append("distributions must be a mapping")
+    else:
+        for metric, dist in p.distributions.items():
+            if not isinstance(dist, dict) or not all(_finite(x) for x in dist.values()):
+                problems.append(f"distribution {metric!r} must map names to finite numbers")
+    if not isinstance(p.meta, dict):
+        problems.append("meta must be a mapping")
+    return problems
+
+
+def load_profiles(paths: list[str | os.PathLike]) -> list[JobProfile]:
+    """Load several profile files; the first bad one raises an error naming it."""
+    return [JobProfile.from_json(p) for p in paths]

@@ -1,0 +1,359 @@
+"""Model definitions of the workload zoo, in plain PyTorch.
+
+Defined here rather than taken from torchvision/transformers so that the zoo is the
+same code on every machine and version (the H100 image and the CPU test machine differ).
+Random initialisation only: nothing is downloaded. Reserved for blind evaluation and
+deliberately absent: DenseNet, ViT, BERT-family encoders, MobileNetV3, EfficientNet.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+# --------------------------------------------------------------------------- CNNs
+def _conv_bn(cin, cout, k=3, s=1, g=1, act=True):
+    layers = [nn.Conv2d(cin, cout, k, s, k // 2, groups=g, bias=False), nn.BatchNorm2d(cout)]
+    if act:
+        layers.append(nn.ReLU(inplace=True))
+    return nn.Sequential(*layers)
+
+
+class SqueezeExcite(nn.Module):
+    def __init__(self, c, r=16):
+        super().__init__()
+        self.fc1 = nn.Conv2d(c, max(c // r, 8), 1)
+        self.fc2 = nn.Conv2d(max(c // r, 8), c, 1)
+
+    def forward(self, x):
+        s = F.adaptive_avg_pool2d(x, 1)
+        return x * torch.sigmoid(self.fc2(F.relu(self.fc1(s))))
+
+
+class BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, cin, c, s=1, se=False, groups=1, width=None):
+        super().__init__()
+        self.c1 = _conv_bn(cin, c, 3, s)
+        self.c2 = _conv_bn(c, c, 3, 1, act=False)
+        self.se = SqueezeExcite(c) if se else nn.Identity()
+        self.down = _conv_bn(cin, c, 1, s, act=False) if (s != 1 or cin != c) else nn.Identity()
+
+    def forward(self, x):
+        return F.relu(self.se(self.c2(self.c1(x))) + self.down(x))
+
+
+class Bottleneck(nn.Module):
+    expansion = 4
+
+    def __init__(self, cin, c, s=1, se=False, groups=1, width=None):
+        super().__init__()
+        w = width or c
+        out = c * self.expansion
+        self.c1 = _conv_bn(cin, w, 1)
+        self.c2 = _conv_bn(w, w, 3, s, g=groups)
+        self.c3 = _conv_bn(w, out, 1, act=False)
+        self.se = SqueezeExcite(out) if se else nn.Identity()
+        self.down = _conv_bn(cin, out, 1, s, act=False) if (s != 1 or cin != out) else nn.Identity()
+
+    def forward(self, x):
+        return F.relu(self.se(self.c3(self.c2(self.c1(x)))) + self.down(x))
+
+
+class ResNet(nn.Module):
+    def __init__(self, block, layers, num_classes=1000, se=False, widths=(64, 128, 256, 512)):
+        super().__init__()
+        self.stem = nn.Sequential(_conv_bn(3, 64, 7, 2), nn.MaxPool2d(3, 2, 1))
+        blocks, cin = [], 64
+        for i, (n, c) in enumerate(zip(layers, widths)):
+            for j in range(n):
+                blocks.append(block(cin, c, 2 if (j == 0 and i > 0) else 1, se=se))
+                cin = c * block.expansion
+        self.body = nn.Sequential(*blocks)
+        self.fc = nn.Linear(cin, num_classes)
+
+    def forward(self, x):
+        x = self.body(self.stem(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class RegNetX(nn.Module):
+    """RegNetX-style network: stages of grouped bottlenecks (group width ``gw``)."""
+
+    def __init__(self, depths=(1, 2, 7, 12), widths=(32, 64, 160, 384), gw=16, num_classes=1000):
+        super().__init__()
+        self.stem = _conv_bn(3, 32, 3, 2)
+        blocks, cin = [], 32
+        for d, w in zip(depths, widths):
+            for j in range(d):
+                s = 2 if j == 0 else 1
+                blocks.append(_RegBlock(cin, w, s, gw))
+                cin = w
+        self.body = nn.Sequential(*blocks)
+        self.fc = nn.Linear(cin, num_classes)
+
+    def forward(self, x):
+        x = self.body(self.stem(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class _RegBlock(nn.Module):
+    def __init__(self, cin, w, s, gw):
+        super().__init__()
+        self.c1 = _conv_bn(cin, w, 1)
+        self.c2 = _conv_bn(w, w, 3, s, g=max(w // gw, 1))
+        self.c3 = _conv_bn(w, w, 1, act=False)
+        self.down = _conv_bn(cin, w, 1, s, act=False) if (s != 1 or cin != w) else nn.Identity()
+
+    def forward(self, x):
+        return F.relu(self.c3(self.c2(self.c1(x))) + self.down(x))
+
+
+def vgg(cfg=(64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"), num_classes=1000, hidden=4096, pool=7):
+    layers, cin = [], 3
+    for v in cfg:
+        if v == "M":
+            layers.append(nn.MaxPool2d(2))
+        else:
+            layers += [nn.Conv2d(cin, v, 3, padding=1), nn.ReLU(inplace=True)]
+            cin = v
+    return nn.Sequential(
+        *layers,
+        nn.AdaptiveAvgPool2d(pool),
+        nn.Flatten(),
+        nn.Linear(cin * pool * pool, hidden),
+        nn.ReLU(inplace=True),
+        nn.Dropout(),
+        nn.Linear(hidden, hidden),
+        nn.ReLU(inplace=True),
+        nn.Dropout(),
+        nn.Linear(hidden, num_classes),
+    )
+
+
+class InvertedResidual(nn.Module):
+    def __init__(self, cin, cout, s, t):
+        super().__init__()
+        h = cin * t
+        layers = [] if t == 1 else [_conv_bn(cin, h, 1)]
+        layers += [_conv_bn(h, h, 3, s, g=h), _conv_bn(h, cout, 1, act=False)]
+        self.conv = nn.Sequential(*layers)
+        self.res = s == 1 and cin == cout
+
+    def forward(self, x):
+        return x + self.conv(x) if self.res else self.conv(x)
+
+
+class MobileNetV2(nn.Module):
+    CFG = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))
+
+    def __init__(self, num_classes=1000):
+        super().__init__()
+        layers, cin = [_conv_bn(3, 32, 3, 2)], 32
+        for t, c, n, s in self.CFG:
+            for i in range(n):
+                layers.append(InvertedResidual(cin, c, s if i == 0 else 1, t))
+                cin = c
+        layers.append(_conv_bn(cin, 1280, 1))
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(1280, num_classes)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+def _channel_shuffle(x, groups=2):
+    b, c, h, w = x.shape
+    return x.view(b, groups, c // groups, h, w).transpose(1, 2).reshape(b, c, h, w)
+
+
+class ShuffleUnit(nn.Module):
+    def __init__(self, cin, cout, s):
+        super().__init__()
+        self.s = s
+        b = cout // 2
+        if s > 1:
+            self.branch1 = nn.Sequential(_conv_bn(cin, cin, 3, s, g=cin, act=False), _conv_bn(cin, b, 1))
+            c2in = cin
+        else:
+            self.branch1 = None
+            c2in = b
+        self.branch2 = nn.Sequential(_conv_bn(c2in, b, 1), _conv_bn(b, b, 3, s, g=b, act=False), _conv_bn(b, b, 1))
+
+    def forward(self, x):
+        if self.s == 1:
+            x1, x2 = x.chunk(2, dim=1)
+            out = torch.cat((x1, self.branch2(x2)), 1)
+        else:
+            out = torch.cat((self.branch1(x), self.branch2(x)), 1)
+        return _channel_shuffle(out)
+
+
+class ShuffleNetV2(nn.Module):
+    def __init__(self, widths=(116, 232, 464), repeats=(4, 8, 4), num_classes=1000):
+        super().__init__()
+        self.stem = nn.Sequential(_conv_bn(3, 24, 3, 2), nn.MaxPool2d(3, 2, 1))
+        layers, cin = [], 24
+        for w, r in zip(widths, repeats):
+            for i in range(r):
+                layers.append(ShuffleUnit(cin, w, 2 if i == 0 else 1))
+                cin = w
+        self.body = nn.Sequential(*layers, _conv_bn(cin, 1024, 1))
+        self.fc = nn.Linear(1024, num_classes)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.body(self.stem(x)), 1), 1))
+
+
+class LayerNorm2d(nn.LayerNorm):
+    def forward(self, x):
+        return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class ConvNeXtBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dw = nn.Conv2d(c, c, 7, padding=3, groups=c)
+        self.norm = nn.LayerNorm(c)
+        self.pw1 = nn.Linear(c, 4 * c)
+        self.pw2 = nn.Linear(4 * c, c)
+        self.gamma = nn.Parameter(torch.full((c,), 1e-6))
+
+    def forward(self, x):
+        y = self.dw(x).permute(0, 2, 3, 1)
+        y = self.pw2(F.gelu(self.pw1(self.norm(y))))
+        return x + (self.gamma * y).permute(0, 3, 1, 2)
+
+
+class ConvNeXt(nn.Module):
+    def __init__(self, depths=(3, 3, 9, 3), dims=(96, 192, 384, 768), num_classes=1000):
+        super().__init__()
+        stages = [nn.Sequential(nn.Conv2d(3, dims[0], 4, 4), LayerNorm2d(dims[0]))]
+        for i, (d, c) in enumerate(zip(depths, dims)):
+            if i > 0:
+                stages.append(nn.Sequential(LayerNorm2d(dims[i - 1]), nn.Conv2d(dims[i - 1], c, 2, 2)))
+            stages.append(nn.Sequential(*[ConvNeXtBlock(c) for _ in range(d)]))
+        self.body = nn.Sequential(*stages)
+        self.norm = nn.LayerNorm(dims[-1])
+        self.fc = nn.Linear(dims[-1], num_classes)
+
+    def forward(self, x):
+        return self.fc(self.norm(self.body(x).mean((2, 3))))
+
+
+class AlexNet(nn.Module):
+    def __init__(self, num_classes=1000, hidden=4096, pool=6):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 64, 11, 4, 2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2),
+            nn.Conv2d(64, 192, 5, padding=2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2),
+            nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(inplace=True),
+            nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(inplace=True),
+            nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2),
+        )
+        self.classifier = nn.Sequential(
+            nn.AdaptiveAvgPool2d(pool), nn.Flatten(), nn.Dropout(), nn.Linear(256 * pool * pool, hidden),
+            nn.ReLU(inplace=True), nn.Dropout(), nn.Linear(hidden, hidden), nn.ReLU(inplace=True),
+            nn.Linear(hidden, num_classes),
+        )
+
+    def forward(self, x):
+        return self.classifier(self.features(x))
+
+
+# ------------------------------------------------------------------- sequence models
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.h = h
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(b, t, d))
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = CausalSelfAttention(d, h)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(approximate="tanh"), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    """GPT-2-style decoder-only language model (pre-norm, tied embeddings)."""
+
+    def __init__(self, vocab=50257, seq=256, d=768, layers=12, heads=12):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(seq, d)
+        self.blocks = nn.Sequential(*[GPTBlock(d, heads) for _ in range(layers)])
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.tok.weight
+
+    def forward(self, idx):
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        return self.head(self.ln(self.blocks(self.tok(idx) + self.pos(pos))))
+
+
+class Seq2SeqTransformer(nn.Module):
+    """Encoder-decoder transformer (Vaswani et al.) for translation-style training."""
+
+    def __init__(self, vocab=32000, d=512, layers=6, heads=8, ff=2048):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.core = nn.Transformer(d, heads, layers, layers, ff, dropout=0.1, batch_first=True, norm_first=True)
+        self.out = nn.Linear(d, vocab)
+        self.d = d
+
+    def forward(self, src, tgt):
+        mask = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1], device=tgt.device)
+        y = self.core(self.emb(src) * math.sqrt(self.d), self.emb(tgt) * math.sqrt(self.d), tgt_mask=mask, tgt_is_causal=True)
+        return self.out(y)
+
+
+class LSTMLanguageModel(nn.Module):
+    def __init__(self, vocab=10000, d=650, layers=2):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.rnn = nn.LSTM(d, d, layers, batch_first=True, dropout=0.5)
+        self.out = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        y, _ = self.rnn(self.emb(idx))
+        return self.out(y)
+
+
+class DLRM(nn.Module):
+    """DLRM-like recommender: embedding bags, bottom/top MLPs, dot-product interaction."""
+
+    def __init__(self, dense=13, tables=26, rows=200_000, d=64, bottom=(512, 256), top=(512, 256)):
+        super().__init__()
+        self.tables = nn.ModuleList([nn.EmbeddingBag(rows, d, mode="sum") for _ in range(tables)])
+        dims = (dense, *bottom, d)
+        self.bottom = nn.Sequential(*[m for a, b in zip(dims, dims[1:]) for m in (nn.Linear(a, b), nn.ReLU())])
+        n = tables + 1
+        tdims = (d + n * (n - 1) // 2, *top, 1)
+        self.top = nn.Sequential(*[m for a, b in zip(tdims, tdims[1:]) for m in (nn.Linear(a, b), nn.ReLU())][:-1])
+
+    def forward(self, dense, sparse):
+        x = self.bottom(dense)
+        feats = [x] + [t(sparse[:, i, :]) for i, t in enumerate(self.tables)]
+        z = torch.stack(feats, 1)
+        inter = torch.bmm(z, z.transpose(1, 2))
+        iu = torch.triu_indices(z.shape[1], z.shape[1], 1, device=z.device)
+        return self.top(torch.cat([x, inter[:, iu[0], iu[1]]], 1)).squeeze(1)

@@ -1,0 +1,148 @@
+"""The workload zoo: training jobs named ``ARCH-bBATCH-PRECISION[-OPT][-loader]``.
+
+A :class:`JobSpec` is architecture, batch size, precision (``fp32`` or ``bf16`` autocast),
+optimizer and input kind (``synthetic`` tensors already on the GPU, or ``loader``: a real
+DataLoader doing CPU work, an input-bound job). :func:`build` gives a ready
+:class:`TrainingJob` whose ``step()`` runs forward, backward and optimizer step.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+RESERVED_PATTERN = re.compile(r"densenet|vit|bert|mobilenet_?v3|efficientnet", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Arch:
+    name: str
+    family: str  # cnn | transformer | recsys | rnn
+    default_optimizer: str
+    input_kind: str  # image | tokens | seq2seq | recsys
+    build: Callable[[bool], Any]  # tiny -> nn.Module
+    note: str = ""
+
+
+def _archs() -> dict[str, Arch]:
+    from . import models as m
+
+    def tiny_or(full, tiny):
+        return lambda t: tiny() if t else full()
+
+    archs = [
+        Arch("resnet18", "cnn", "sgd", "image", tiny_or(lambda: m.ResNet(m.BasicBlock, (2, 2, 2, 2)), lambda: m.ResNet(m.BasicBlock, (1, 1, 1, 1), 10, widths=(8, 16, 32, 64)))),
+        Arch("resnet50", "cnn", "sgd", "image", tiny_or(lambda: m.ResNet(m.Bottleneck, (3, 4, 6, 3)), lambda: m.ResNet(m.Bottleneck, (1, 1, 1, 1), 10, widths=(8, 16, 32, 64)))),
+        Arch("se_resnet50", "cnn", "sgd", "image", tiny_or(lambda: m.ResNet(m.Bottleneck, (3, 4, 6, 3), se=True), lambda: m.ResNet(m.Bottleneck, (1, 1, 1, 1), 10, se=True, widths=(8, 16, 32, 64)))),
+        Arch("vgg16", "cnn", "sgd", "image", tiny_or(lambda: m.vgg(), lambda: m.vgg((8, "M", 16, "M", 32, "M"), 10, hidden=32, pool=1))),
+        Arch("vgg11", "cnn", "sgd", "image", tiny_or(lambda: m.vgg((64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")), lambda: m.vgg((8, "M", 16, "M"), 10, hidden=32, pool=1))),
+        Arch("alexnet", "cnn", "sgd", "image", tiny_or(lambda: m.AlexNet(), lambda: m.AlexNet(10, hidden=32, pool=1))),
+        Arch("regnetx_400mf", "cnn", "sgd", "image", tiny_or(lambda: m.RegNetX(), lambda: m.RegNetX((1, 1, 1, 1), (16, 32, 32, 64), 16, 10))),
+        Arch("convnext_tiny", "cnn", "adamw", "image", tiny_or(lambda: m.ConvNeXt(), lambda: m.ConvNeXt((1, 1, 1, 1), (16, 32, 64, 128), 10))),
+        Arch("mobilenet_v2", "cnn", "sgd", "image", tiny_or(lambda: m.MobileNetV2(), lambda: m.MobileNetV2(10))),
+        Arch("shufflenet_v2", "cnn", "sgd", "image", tiny_or(lambda: m.ShuffleNetV2(), lambda: m.ShuffleNetV2((16, 32, 64), (1, 1, 1), 10))),
+        Arch("gpt2_small", "transformer", "adamw", "tokens", tiny_or(lambda: m.GPT(), lambda: m.GPT(vocab=128, seq=16, d=32, layers=2, heads=2))),
+        Arch("transformer_seq2seq", "transformer", "adamw", "seq2seq", tiny_or(lambda: m.Seq2SeqTransformer(), lambda: m.Seq2SeqTransformer(vocab=128, d=32, layers=1, heads=2, ff=64))),
+        Arch("lstm_lm", "rnn", "sgd", "tokens", tiny_or(lambda: m.LSTMLanguageModel(), lambda: m.LSTMLanguageModel(vocab=128, d=32))),
+        Arch("dlrm", "recsys", "adagrad", "recsys", tiny_or(lambda: m.DLRM(), lambda: m.DLRM(tables=4, rows=100, d=8, bottom=(16,), top=(16,)))),
+    ]
+    return {a.name: a for a in archs}
+
+
+_ARCHS: dict[str, Arch] | None = None
+
+
+def architectures() -> dict[str, Arch]:
+    """Name -> :class:`Arch` (imports torch lazily)."""
+    global _ARCHS
+    if _ARCHS is None:
+        _ARCHS = _archs()
+    return _ARCHS
+
+
+# Names are checked without importing torch.
+ARCH_NAMES = (
+    "resnet18", "resnet50", "se_resnet50", "vgg16", "vgg11", "alexnet", "regnetx_400mf", "convnext_tiny",
+    "mobilenet_v2", "shufflenet_v2", "gpt2_small", "transformer_seq2seq", "lstm_lm", "dlrm",
+)
+ARCH_FAMILY = {
+    "gpt2_small": "transformer", "transformer_seq2seq": "transformer", "lstm_lm": "rnn", "dlrm": "recsys",
+}
+SEQ_LEN = {"gpt2_small": 256, "transformer_seq2seq": 128, "lstm_lm": 35}
+PRECISIONS = ("fp32", "bf16")
+OPTIMIZERS = ("sgd", "adamw", "adagrad")
+_NAME = re.compile(r"^(?P<arch>[a-z0-9_]+)-b(?P<batch>\d+)-(?P<prec>fp32|bf16)(?:-(?P<opt>sgd|adamw|adagrad))?(?P<loader>-loader)?$")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One zoo job. ``name`` round-trips through :meth:`parse`."""
+
+    arch: str
+    batch: int
+    precision: str = "fp32"
+    optimizer: str | None = None
+    input: str = "synthetic"  # synthetic | loader
+
+    def __post_init__(self):
+        if RESERVED_PATTERN.search(self.arch):
+            raise ValueError(f"{self.arch} is reserved for blind evaluation and is not in the zoo")
+        if self.arch not in ARCH_NAMES:
+            raise ValueError(f"unknown architecture {self.arch!r} (zoo: {', '.join(ARCH_NAMES)})")
+        if self.batch < 1:
+            raise ValueError("batch must be positive")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}")
+        if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}")
+        if self.input not in ("synthetic", "loader"):
+            raise ValueError("input must be 'synthetic' or 'loader'")
+        if self.input == "loader" and self.family != "cnn":
+            raise ValueError("the input-bound (loader) variant exists for image models only")
+
+    @property
+    def family(self) -> str:
+        return ARCH_FAMILY.get(self.arch, "cnn")
+
+    @property
+    def effective_optimizer(self) -> str:
+        if self.optimizer:
+            return self.optimizer
+        return {"transformer": "adamw", "recsys": "adagrad"}.get(self.family, "adamw" if self.arch == "convnext_tiny" else "sgd")
+
+    @property
+    def name(self) -> str:
+        s = f"{self.arch}-b{self.batch}-{self.precision}"
+        if self.optimizer and self.optimizer != self.effective_optimizer_default:
+            s += f"-{self.optimizer}"
+        if self.input == "loader":
+            s += "-loader"
+        return s
+
+    @property
+    def effective_optimizer_default(self) -> str:
+        return JobSpec(self.arch, self.batch, self.precision).effective_optimizer
+
+    @classmethod
+    def parse(cls, name: str) -> "JobSpec":
+        m = _NAME.match(name.strip())
+        if not m:
+            raise ValueError(f"bad job name {name!r}: expected ARCH-bBATCH-(fp32|bf16)[-OPT][-loader], e.g. resnet18-b64-fp32")
+        return cls(m["arch"], int(m["batch"]), m["prec"], m["opt"], "loader" if m["loader"] else "synthetic")
+
+    def to_dict(self) -> dict:
+        return {"arch": self.arch, "family": self.family, "batch": self.batch, "precision": self.precision,
+                "optimizer": self.effective_optimizer, "input": self.input}
+
+
+def parse_jobs(text: str) -> list[JobSpec]:
+    """Comma- or space-separated job names -> specs (duplicates rejected)."""
+    names = [n for n in re.split(r"[,\s]+", text.strip()) if n]
+    specs = [JobSpec.parse(n) for n in names]
+    seen = set()
+    for s in specs:
+        if s.name in seen:
+            raise ValueError(f"job {s.name} is listed twice")
+        seen.add(s.name)
+    return specs

@@ -1,0 +1,151 @@
+"""Build a zoo job into a runnable training step (GPU side; needs torch)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from .registry import SEQ_LEN, JobSpec, architectures
+
+IMAGE_SIZE = 224
+TINY_IMAGE_SIZE = 64
+
+
+@dataclass
+class TrainingJob:
+    """A built job: ``step()`` runs one training iteration (forward, backward, optimizer)."""
+
+    spec: JobSpec
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    device: torch.device
+    _next_batch: Callable[[], tuple]
+    _loss: Callable
+    _loader_iter: object = field(default=None, repr=False)
+
+    def step(self) -> torch.Tensor:
+        inputs, target = self._next_batch()
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.spec.precision == "bf16"):
+            out = self.model(*inputs)
+            loss = self._loss(out, target)
+        loss.backward()
+        self.optimizer.step()
+        return loss
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def timed_steps(self, n: int) -> list[float]:
+        """Run ``n`` iterations, synchronising after each; return their times in ms."""
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            self.step()
+            self.sync()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return times
+
+
+def _optimizer(name: str, params):
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4)
+    if name == "adagrad":
+        return torch.optim.Adagrad(params, lr=0.01)
+    raise ValueError(name)
+
+
+class _SyntheticImages(torch.utils.data.Dataset):
+    """Random uint8 images with the CPU work of a real pipeline (crop, flip, normalise)."""
+
+    def __init__(self, n: int, size: int):
+        self.n, self.size = n, size
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        g = torch.Generator().manual_seed(i)
+        full = self.size + self.size // 7
+        img = torch.randint(0, 256, (3, full, full), dtype=torch.uint8, generator=g)
+        y0, x0 = torch.randint(0, full - self.size + 1, (2,), generator=g).tolist()
+        img = img[:, y0 : y0 + self.size, x0 : x0 + self.size].float().div_(255)
+        if torch.rand(1, generator=g).item() < 0.5:
+            img = img.flip(2)
+        mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
+        std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
+        return (img - mean) / std, i % 1000
+
+
+def build(spec: JobSpec, device: str | torch.device = "cuda", *, tiny: bool = False, loader_workers: int = 2) -> TrainingJob:
+    """Build ``spec`` on ``device``. ``tiny`` shrinks models and inputs for CPU tests."""
+    device = torch.device(device)
+    torch.manual_seed(0)
+    arch = architectures()[spec.arch]
+    model = arch.build(tiny).to(device)
+    model.train()
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+    opt = _optimizer(spec.effective_optimizer, model.parameters())
+    b = spec.batch
+    ce = lambda out, y: F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), y.reshape(-1))  # noqa: E731
+    loader_iter = None
+
+    if arch.input_kind == "image":
+        size = TINY_IMAGE_SIZE if tiny else IMAGE_SIZE
+        classes = 10 if tiny else 1000
+        if spec.input == "loader":
+            ds = _SyntheticImages(n=1_000_000, size=size)
+            dl = torch.utils.data.DataLoader(
+                ds, batch_size=b, shuffle=True, num_workers=loader_workers, pin_memory=device.type == "cuda",
+                drop_last=True, persistent_workers=loader_workers > 0,
+            )
+            state = {"it": iter(dl)}
+
+            def next_batch():
+                try:
+                    x, y = next(state["it"])
+                except StopIteration:
+                    state["it"] = iter(dl)
+                    x, y = next(state["it"])
+                return (x.to(device, non_blocking=True),), (y % classes).to(device, non_blocking=True)
+
+            loader_iter = state
+        else:
+            x = torch.randn(b, 3, size, size, device=device)
+            y = torch.randint(0, classes, (b,), device=device)
+            next_batch = lambda: ((x,), y)  # noqa: E731
+        loss = ce
+    elif arch.input_kind == "tokens":
+        vocab = model.head.out_features if hasattr(model, "head") else model.out.out_features
+        seq = 16 if tiny else SEQ_LEN[spec.arch]
+        idx = torch.randint(0, vocab, (b, seq), device=device)
+        tgt = torch.randint(0, vocab, (b, seq), device=device)
+        next_batch = lambda: ((idx,), tgt)  # noqa: E731
+        loss = ce
+    elif arch.input_kind == "seq2seq":
+        vocab = model.out.out_features
+        seq = 16 if tiny else SEQ_LEN[spec.arch]
+        src = torch.randint(0, vocab, (b, seq), device=device)
+        tgt = torch.randint(0, vocab, (b, seq), device=device)
+        lbl = torch.randint(0, vocab, (b, seq), device=device)
+        next_batch = lambda: ((src, tgt), lbl)  # noqa: E731
+        loss = ce
+    elif arch.input_kind == "recsys":
+        n_tables = len(model.tables)
+        rows = model.tables[0].num_embeddings
+        dense = torch.randn(b, model.bottom[0].in_features, device=device)
+        sparse = torch.randint(0, rows, (b, n_tables, 1), device=device)
+        y = torch.randint(0, 2, (b,), device=device).float()
+        next_batch = lambda: ((dense, sparse), y)  # noqa: E731
+        loss = lambda out, t: F.binary_cross_entropy_with_logits(out.float(), t)  # noqa: E731
+    else:  # pragma: no cover - registry guards this
+        raise ValueError(arch.input_kind)
+    return TrainingJob(spec, model, opt, device, next_batch, loss, loader_iter)

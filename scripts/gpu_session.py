@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""One device-machine session of colopred's GPU work, in one command, within a time budget.
+
+Steps (``--steps``, comma separated, run in this order):
+  env       GPU, driver, CUDA, torch, ncu versions -> env.json
+  smoke     a 2-job campaign in both modes through `colopred measure` (harness check)
+  gpm       `colopred profile nvml` for every job in --jobs (+ --extra-gpm jobs)
+  ncucost   ncu cost of replay modes and metric sets on --cost-job, and whether features change
+  ncu       `colopred profile run` for the jobs in --jobs, cheapest faithful variant, while time lasts
+  measure   `colopred measure` campaign in --campaign-dir (resumes if it exists), stopped at the budget
+
+Everything is written under --out (default $OUT) as one tarball plus a summary, since
+the device tool returns at most 8 files.
+
+  PYTHONPATH=. python3 scripts/gpu_session.py --steps env,smoke,gpm,ncucost,ncu --budget-s 480
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+T0 = time.monotonic()
+PY = sys.executable
+
+
+def elapsed() -> float:
+    return time.monotonic() - T0
+
+
+def log(msg: str) -> None:
+    print(f"[{elapsed():6.1f}s] {msg}", flush=True)
+
+
+def sh(cmd: list[str], timeout: float, log_path: Path | None = None, env=None) -> tuple[int, float]:
+    """Run a command, output to log_path; returns (rc, seconds). rc 124 on timeout (SIGTERM then SIGKILL)."""
+    t = time.monotonic()
+    out = open(log_path, "a") if log_path else subprocess.DEVNULL
+    p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env or os.environ.copy(), start_new_session=True)
+    try:
+        rc = p.wait(timeout=max(timeout, 1))
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGTERM)
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        rc = 124
+    if log_path:
+        out.close()
+    return rc, time.monotonic() - t
+
+
+def step_env(work: Path, a) -> None:
+    info = {}
+    for key, cmd in {
+        "nvidia_smi": ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit,compute_mode", "--format=csv"],
+        "ncu": ["ncu", "--version"],
+        "mps": ["which", "nvidia-cuda-mps-control"],
+    }.items():
+        try:
+            info[key] = subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout.strip()
+        except Exception as e:  # noqa: BLE001
+            info[key] = f"failed: {e}"
+    import torch
+
+    info["torch"] = torch.__version__
+    info["cuda"] = torch.version.cuda
+    info["python"] = sys.version.split()[0]
+    info["device"] = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    (work / "env.json").write_text(json.dumps(info, indent=1))
+    log(f"env: {info['device']}, torch {info['torch']}, cuda {info['cuda']}")
+
+
+def colopred(*args: str) -> list[str]:
+    return [PY, "-m", "colopred.cli", *args]
+
+
+def step_smoke(work: Path, a) -> None:
+    d = work / "smoke"
+    rc, s = sh(colopred("measure", "--jobs", "resnet18-b64-fp32,lstm_lm-b64-fp32", "--sets", "pairs", "--mode", "both",
+                        "--out", str(d), "--repeat-frac", "0", "--min-iters", "8", "--quiet", "-v"),
+               timeout=min(150, a.budget_s - elapsed()), log_path=work / "smoke.log")
+    log(f"smoke campaign rc={rc} in {s:.0f} s")
+
+
+def step_gpm(work: Path, a) -> None:
+    pdir = work / "profiles"
+    pdir.mkdir(exist_ok=True)
+    for job in a.jobs + a.extra_gpm:
+        out = pdir / f"{job}.nvml.json"
+        if out.exists():
+            continue
+        if elapsed() > a.budget_s - 30:
+            log("gpm: out of time")
+            return
+        rc, s = sh(colopred("profile", "nvml", "--zoo", job, "-o", str(out)), timeout=min(120, a.budget_s - elapsed()),
+                   log_path=work / "gpm.log")
+        log(f"gpm {job}: rc={rc} {s:.0f} s")
+
+
+def _ncu_profile(work: Path, job: str, replay: str, metric_set: str, tag: str, timeout: float) -> dict:
+    pdir = work / "profiles"
+    pdir.mkdir(exist_ok=True)
+    cdir = work / "ncu_csv"
+    cdir.mkdir(exist_ok=True)
+    out = pdir / f"{job}.{tag}.json"
+    csv = cdir / f"{job}.{tag}.csv"
+    rc, s = sh(colopred("profile", "run", "--zoo", job, "--replay-mode", replay, "--metric-set", metric_set,
+                        "--keep-csv", str(csv), "-o", str(out)), timeout=timeout, log_path=work / "ncu.log")
+    r = {"job": job, "replay_mode": replay, "metric_set": metric_set, "rc": rc, "total_s": round(s, 1)}
+    if rc == 0 and out.exists():
+        p = json.loads(out.read_text())
+        r.update(ncu_wall_s=round(p["meta"]["ncu_wall_s"], 1), dram_util_pct=p["dram_util_pct"],
+                 achieved_occupancy_pct=p["achieved_occupancy_pct"], busy_fraction=p["busy_fraction"],
+                 kernels_per_iteration=p["kernels_per_iteration"], iteration_ms=p["iteration_ms"])
+    if csv.exists():
+        subprocess.run(["gzip", "-f", str(csv)])
+    log(f"ncu {job} [{replay}/{metric_set}]: {r}")
+    return r
+
+
+def step_ncucost(work: Path, a) -> None:
+    rows = []
+    for replay, ms in (("kernel", "full"), ("kernel", "minimal"), ("application", "full")):
+        if elapsed() > a.budget_s - 40:
+            break
+        rows.append(_ncu_profile(work, a.cost_job, replay, ms, f"ncu-{replay}-{ms}", timeout=min(300, a.budget_s - elapsed())))
+    (work / "ncu_cost.json").write_text(json.dumps(rows, indent=1))
+
+
+def _choose_variant(work: Path) -> tuple[str, str]:
+    """Cheapest variant whose M and occupancy stay within 1 point of kernel replay with all metrics."""
+    f = work / "ncu_cost.json"
+    if not f.exists():
+        return "kernel", "full"
+    rows = [r for r in json.loads(f.read_text()) if r.get("rc") == 0 and "ncu_wall_s" in r]
+    ref = next((r for r in rows if r["replay_mode"] == "kernel" and r["metric_set"] == "full"), None)
+    if ref is None:
+        return "kernel", "full"
+    ok = [r for r in rows if abs(r["dram_util_pct"] - ref["dram_util_pct"]) <= 1 and
+          abs(r["achieved_occupancy_pct"] - ref["achieved_occupancy_pct"]) <= 1]
+    # Prefer the full metric set unless the minimal one is much cheaper.
+    full = [r for r in ok if r["metric_set"] == "full"]
+    best = min(full or ok, key=lambda r: r["ncu_wall_s"])
+    return best["replay_mode"], best["metric_set"]
+
+
+def step_ncu(work: Path, a) -> None:
+    replay, ms = _choose_variant(work)
+    log(f"ncu profiles with {replay} replay, {ms} metrics")
+    rows = []
+    for job in a.jobs:
+        if (work / "profiles" / f"{job}.ncu.json").exists():
+            continue
+        left = a.budget_s - elapsed()
+        if left < 60:
+            log("ncu: out of time")
+            break
+        rows.append(_ncu_profile(work, job, replay, ms, "ncu", timeout=left - 15))
+    with open(work / "ncu_profiles.jsonl", "a") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+
+def step_measure(work: Path, a) -> None:
+    d = Path(a.campaign_dir)
+    args = ["measure", "--out", str(d), "--quiet", "-v"]
+    if (d / "campaign.json").exists():
+        args.append("--resume")
+        log(f"resuming campaign in {d}")
+    else:
+        args += ["--jobs", ",".join(a.jobs), "--sets", a.sets, "--mode", "both", "--max-sets", str(a.max_sets),
+                 "--repeat-frac", "0.1", "--min-iters", "12"]
+    rc, s = sh(colopred(*args), timeout=a.budget_s - elapsed() - 10, log_path=work / "measure.log")
+    log(f"measure rc={rc} in {s:.0f} s")
+
+
+STEPS = {"env": step_env, "smoke": step_smoke, "gpm": step_gpm, "ncucost": step_ncucost, "ncu": step_ncu, "measure": step_measure}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", default="env")
+    ap.add_argument("--budget-s", type=float, default=480)
+    ap.add_argument("--jobs", default="")
+    ap.add_argument("--extra-gpm", default="")
+    ap.add_argument("--cost-job", default="resnet18-b64-fp32")
+    ap.add_argument("--sets", default="pairs+triples")
+    ap.add_argument("--max-sets", type=int, default=16)
+    ap.add_argument("--campaign-dir", default="runs/campaign")
+    ap.add_argument("--work", default="runs/session")
+    ap.add_argument("--out", default=os.environ.get("OUT", "out"))
+    a = ap.parse_args()
+    a.jobs = [j for j in a.jobs.split(",") if j]
+    a.extra_gpm = [j for j in a.extra_gpm.split(",") if j]
+    work = Path(a.work)
+    work.mkdir(parents=True, exist_ok=True)
+    for name in a.steps.split(","):
+        if elapsed() > a.budget_s - 20:
+            log(f"skipping {name}: budget spent")
+            continue
+        log(f"== {name}")
+        try:
+            STEPS[name](work, a)
+        except Exception as e:  # noqa: BLE001 - keep going, report
+            log(f"step {name} failed: {e.__class__.__name__}: {e}")
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(out / "results.tar.gz", "w:gz") as t:
+        t.add(work, arcname="session")
+        if Path(a.campaign_dir).exists():
+            t.add(a.campaign_dir, arcname="campaign")
+    for f in ("measure.log", "smoke.log", "ncu.log", "gpm.log"):
+        if (work / f).exists():
+            shutil.copy(work / f, out / f)
+    log("done")
+
+
+if __name__ == "__main__":
+    main()
