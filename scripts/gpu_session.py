@@ -156,7 +156,7 @@ def _choose_variant(work: Path) -> tuple[str, str]:
 
 
 def step_ncu(work: Path, a) -> None:
-    replay, ms = _choose_variant(work)
+    replay, ms = a.ncu_variant.split("/") if a.ncu_variant else _choose_variant(work)
     log(f"ncu profiles with {replay} replay, {ms} metrics")
     rows = []
     for job in a.jobs:
@@ -195,6 +195,7 @@ def main() -> None:
     ap.add_argument("--jobs", default="")
     ap.add_argument("--extra-gpm", default="")
     ap.add_argument("--cost-job", default="resnet18-b64-fp32")
+    ap.add_argument("--ncu-variant", default=None, help="REPLAY/METRICS, e.g. kernel/minimal (default: cheapest faithful)")
     ap.add_argument("--sets", default="pairs+triples")
     ap.add_argument("--max-sets", type=int, default=16)
     ap.add_argument("--campaign-dir", default="runs/campaign")
