@@ -159,7 +159,7 @@ def step_ncu(work: Path, a) -> None:
     replay, ms = a.ncu_variant.split("/") if a.ncu_variant else _choose_variant(work)
     log(f"ncu profiles with {replay} replay, {ms} metrics")
     rows = []
-    for job in a.jobs:
+    for job in a.ncu_jobs or a.jobs:
         if (work / "profiles" / f"{job}.ncu.json").exists():
             continue
         left = a.budget_s - elapsed()
@@ -194,6 +194,7 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=480)
     ap.add_argument("--jobs", default="")
     ap.add_argument("--extra-gpm", default="")
+    ap.add_argument("--ncu-jobs", default="", help="jobs for the ncu step (default: --jobs)")
     ap.add_argument("--cost-job", default="resnet18-b64-fp32")
     ap.add_argument("--ncu-variant", default=None, help="REPLAY/METRICS, e.g. kernel/minimal (default: cheapest faithful)")
     ap.add_argument("--sets", default="pairs+triples")
@@ -204,6 +205,7 @@ def main() -> None:
     a = ap.parse_args()
     a.jobs = [j for j in a.jobs.split(",") if j]
     a.extra_gpm = [j for j in a.extra_gpm.split(",") if j]
+    a.ncu_jobs = [j for j in a.ncu_jobs.split(",") if j]
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     for name in a.steps.split(","):
