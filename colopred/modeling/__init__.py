@@ -1,0 +1,1 @@
+"""Features, models, evaluation. Imports xgboost lazily (the GPU side does not have it)."""

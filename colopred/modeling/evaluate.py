@@ -1,0 +1,188 @@
+"""Evaluation of the slowdown model against baselines, on three kinds of split, per mode.
+
+Splits (all grouped so that a set's repeated measurements never straddle train/test):
+  random       5-fold cross-validation over sets
+  leave-arch   each architecture held out in turn: test = sets containing it, train = sets without it
+  pairs->triples  train on 2-job sets, test on 3-job sets
+
+Metrics: MAPE of per-job slowdown; MAE of δ; agreement on whether a set pays off
+(normalised throughput > 1); Spearman rank correlation, per job, of its partners ordered
+by slowdown (pairs only); coverage of the 90% interval.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from .dataset import Dataset
+from .features import FEATURES
+from .predictor import SlowdownModel
+
+# ------------------------------------------------------------------ baselines
+# Each maps the feature frame of a test split to predicted slowdowns.
+
+
+def no_interference(df: pd.DataFrame) -> np.ndarray:
+    return np.ones(len(df))
+
+
+def pure_timeslice(df: pd.DataFrame) -> np.ndarray:
+    """Every job gets 1/n of the GPU: s = n."""
+    return df["n_jobs"].to_numpy(float)
+
+
+def busy_analytic(df: pd.DataFrame) -> np.ndarray:
+    """GPU work of the set serialised: s = max(1, Σ busy fraction)."""
+    return np.maximum(1.0, df["t_busy"].to_numpy() + df["co_sum_busy"].to_numpy())
+
+
+def tabrizian_heuristic(df: pd.DataFrame) -> np.ndarray:
+    """Memory-bandwidth contention (Tabrizian §4.2.4): s = max(1, Σ M_k / 100)."""
+    return np.maximum(1.0, (df["t_dram_util"].to_numpy() + df["co_sum_dram_util"].to_numpy()) / 100.0)
+
+
+class LinearBaseline:
+    def fit(self, X, s):
+        from sklearn.linear_model import RidgeCV
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        self.m = make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13))).fit(X, np.log(s))
+        return self
+
+    def predict(self, X):
+        return np.exp(self.m.predict(X))
+
+
+FIXED_BASELINES: dict[str, Callable[[pd.DataFrame], np.ndarray]] = {
+    "no interference": no_interference,
+    "time-slicing (s=n)": pure_timeslice,
+    "busy-fraction analytic": busy_analytic,
+    "Tabrizian M heuristic": tabrizian_heuristic,
+}
+
+
+# -------------------------------------------------------------------- metrics
+def set_level(df: pd.DataFrame, pred: np.ndarray) -> pd.DataFrame:
+    """δ and throughput per window, measured and predicted from the per-job slowdowns."""
+    d = df[["window_id", "mode", "n_jobs", "solo_ms", "slowdown", "delta", "throughput"]].copy()
+    d["pred"] = pred
+    d["t_pred"] = d["solo_ms"] * d["pred"]
+    d["inv_pred"] = 1.0 / d["pred"]
+    g = d.groupby("window_id")
+    out = pd.DataFrame({
+        "n_jobs": g["n_jobs"].first(),
+        "delta": g["delta"].first(),
+        "throughput": g["throughput"].first(),
+        "delta_pred": g["solo_ms"].sum() / g["t_pred"].max(),
+        "throughput_pred": g["inv_pred"].sum(),
+    })
+    return out
+
+
+def partner_rank_corr(df: pd.DataFrame, pred: np.ndarray) -> float:
+    """Mean over jobs of Spearman correlation between measured and predicted slowdown across its partners (pairs)."""
+    d = df.assign(pred=pred)
+    d = d[d["n_jobs"] == 2]
+    d = d.groupby(["job", "set"], as_index=False)[["slowdown", "pred"]].mean()
+    cors = []
+    for _, g in d.groupby("job"):
+        if len(g) >= 3 and g["slowdown"].nunique() > 1 and g["pred"].nunique() > 1:
+            cors.append(g["slowdown"].rank().corr(g["pred"].rank()))
+    return float(np.mean(cors)) if cors else float("nan")
+
+
+def metrics(df: pd.DataFrame, pred: np.ndarray, interval: np.ndarray | None = None) -> dict[str, float]:
+    s = df["slowdown"].to_numpy()
+    sl = set_level(df, pred)
+    m = {
+        "n_rows": len(df),
+        "n_sets": len(sl),
+        "slowdown_mape_pct": float(np.mean(np.abs(pred - s) / s) * 100),
+        "delta_mae": float(np.mean(np.abs(sl["delta_pred"] - sl["delta"]))),
+        "pays_off_agreement_pct": float(np.mean((sl["throughput_pred"] > 1) == (sl["throughput"] > 1)) * 100),
+        "partner_rank_corr": partner_rank_corr(df, pred),
+    }
+    if interval is not None:
+        m["interval_coverage_pct"] = float(np.mean((s >= interval[:, 0]) & (s <= interval[:, 1])) * 100)
+    return m
+
+
+# --------------------------------------------------------------------- splits
+def splits(df: pd.DataFrame, kind: str, seed: int = 0):
+    """Yield (name, train index, test index)."""
+    if kind == "random":
+        sets = np.array(sorted(df["set"].unique()))
+        rng = np.random.default_rng(seed)
+        rng.shuffle(sets)
+        for i, fold in enumerate(np.array_split(sets, 5)):
+            test = df["set"].isin(fold).to_numpy()
+            yield f"fold{i}", np.flatnonzero(~test), np.flatnonzero(test)
+    elif kind == "leave-arch":
+        for arch in sorted(df["arch"].unique()):
+            test = df["set_archs"].map(lambda a: arch in a).to_numpy()
+            if test.all() or not test.any():
+                continue
+            yield arch, np.flatnonzero(~test), np.flatnonzero(test)
+    elif kind == "pairs->triples":
+        train = (df["n_jobs"] == 2).to_numpy()
+        test = (df["n_jobs"] == 3).to_numpy()
+        if train.any() and test.any():
+            yield "pairs->triples", np.flatnonzero(train), np.flatnonzero(test)
+    else:
+        raise ValueError(kind)
+
+
+SPLITS = ("random", "leave-arch", "pairs->triples")
+
+
+def evaluate_mode(df: pd.DataFrame, params: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Out-of-sample predictions of every method on every split. Returns (metrics table, predictions)."""
+    X = df[list(FEATURES)].to_numpy()
+    s = df["slowdown"].to_numpy()
+    rows, preds = [], []
+    for kind in SPLITS:
+        pred_all: dict[str, np.ndarray] = {}
+        iv_all = np.full((len(df), 2), np.nan)
+        covered = np.zeros(len(df), bool)
+        for _, tr, te in splits(df, kind):
+            m = SlowdownModel(params).fit(X[tr], s[tr])
+            for name, p in (("colopred (XGBoost)", m.predict(X[te])), ("linear (ridge)", LinearBaseline().fit(X[tr], s[tr]).predict(X[te]))):
+                pred_all.setdefault(name, np.full(len(df), np.nan))[te] = p
+            iv_all[te] = m.predict_interval(X[te])
+            covered[te] = True
+            for name, f in FIXED_BASELINES.items():
+                pred_all.setdefault(name, np.full(len(df), np.nan))[te] = f(df.iloc[te])
+        if not covered.any():
+            continue
+        sub = df[covered]
+        for name, p in pred_all.items():
+            met = metrics(sub, p[covered], iv_all[covered] if name.startswith("colopred") else None)
+            rows.append({"split": kind, "method": name, **met})
+        preds.append(sub.assign(split=kind, pred=pred_all["colopred (XGBoost)"][covered],
+                                lo=iv_all[covered, 0], hi=iv_all[covered, 1]))
+    return pd.DataFrame(rows), pd.concat(preds, ignore_index=True) if preds else pd.DataFrame()
+
+
+def evaluate(ds: Dataset, out_dir: str | Path | None = None, modes=("timeslice", "mps"), log=lambda s: None) -> pd.DataFrame:
+    """Evaluate every mode; with ``out_dir`` write ``report.md`` and PNG figures there."""
+    tables, preds, models = [], [], {}
+    for mode in modes:
+        df = ds.for_mode(mode)
+        if df.empty:
+            continue
+        log(f"evaluating {mode}: {df['window_id'].nunique()} sets, {len(df)} job rows")
+        t, p = evaluate_mode(df)
+        tables.append(t.assign(mode=mode))
+        preds.append(p.assign(mode=mode))
+        models[mode] = SlowdownModel().fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy())
+    table = pd.concat(tables, ignore_index=True)
+    if out_dir is not None:
+        from .report import write_report
+
+        write_report(Path(out_dir), ds, table, pd.concat(preds, ignore_index=True), models)
+    return table

@@ -1,0 +1,106 @@
+"""Permutation-invariant feature rows: one row per (job set, target job). Pure numpy/pandas.
+
+For target job j in set S: j's own profile features (``t_*``), aggregates over its
+co-runners S \\ {j} (``co_sum_*``, ``co_max_*``, ``co_min_*``), and the set size. Works for
+any set size. Vectorised: profiles are a matrix, sets an index array padded with -1.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..profile import JobProfile
+
+# Per-job base features, computed from a JobProfile.
+BASE = ("busy", "dram_util", "dram_demand", "occupancy", "occ_demand", "log_iter_ms", "log_kernels", "mean_kernel_us", "mem_gib")
+CO_AGG = ("busy", "dram_demand", "occ_demand", "dram_util", "mem_gib")
+FEATURES = tuple(
+    [f"t_{b}" for b in BASE]
+    + [f"co_{agg}_{b}" for b in CO_AGG for agg in ("sum", "max", "min")]
+    + ["n_jobs"]
+)
+# Physics says slowdown does not fall as co-runners demand more of the GPU.
+MONOTONE_INCREASING = ("co_sum_busy", "co_sum_dram_demand", "co_sum_occ_demand", "n_jobs")
+
+
+def base_vector(p: JobProfile) -> np.ndarray:
+    busy = min(p.busy_fraction, 1.0)
+    kernels = p.kernels_per_iteration if p.kernels_per_iteration is not None else 0.0
+    kernel_ms = p.kernel_ms_per_iteration if p.kernel_ms_per_iteration is not None else busy * p.iteration_ms
+    mean_kernel_us = 1e3 * kernel_ms / kernels if kernels else 0.0
+    return np.array(
+        [
+            busy,
+            p.dram_util_pct,
+            p.dram_util_pct * busy,
+            p.achieved_occupancy_pct,
+            p.achieved_occupancy_pct * busy,
+            math.log(p.iteration_ms),
+            math.log1p(kernels),
+            mean_kernel_us,
+            p.peak_memory_gib or 0.0,
+        ],
+        dtype=np.float64,
+    )
+
+
+def profile_matrix(profiles: list[JobProfile]) -> np.ndarray:
+    return np.vstack([base_vector(p) for p in profiles]) if profiles else np.zeros((0, len(BASE)))
+
+
+def feature_matrix(P: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features for every (set, member). ``P``: profiles x BASE; ``sets``: n_sets x k indices into P
+    (-1 = empty slot). Returns (X rows, set index of each row, position of each row)."""
+    sets = np.asarray(sets, dtype=np.int64)
+    if sets.ndim == 1:
+        sets = sets[None, :]
+    n, k = sets.shape
+    valid = sets >= 0
+    V = P[np.where(valid, sets, 0)]  # n x k x B
+    V = np.where(valid[..., None], V, np.nan)
+    co_idx = [BASE.index(b) for b in CO_AGG]
+    C = V[..., co_idx]  # n x k x c
+    total = np.nansum(C, axis=1)  # n x c
+    n_jobs = valid.sum(axis=1)
+    rows, set_of, pos_of = [], [], []
+    for i in range(k):
+        m = valid[:, i]
+        if not m.any():
+            continue
+        own = V[m, i, :]
+        others = np.delete(C[m], i, axis=1)  # rows x (k-1) x c
+        co_sum = total[m] - C[m, i, :]
+        with np.errstate(all="ignore"):
+            co_max = np.nanmax(np.where(np.isnan(others), -np.inf, others), axis=1) if k > 1 else np.zeros_like(co_sum)
+            co_min = np.nanmin(np.where(np.isnan(others), np.inf, others), axis=1) if k > 1 else np.zeros_like(co_sum)
+        co_max = np.where(np.isfinite(co_max), co_max, 0.0)
+        co_min = np.where(np.isfinite(co_min), co_min, 0.0)
+        agg = np.stack([co_sum, co_max, co_min], axis=2).reshape(len(own), -1)  # b-major: sum,max,min per base
+        rows.append(np.hstack([own, agg, n_jobs[m, None].astype(float)]))
+        set_of.append(np.flatnonzero(m))
+        pos_of.append(np.full(m.sum(), i))
+    X = np.vstack(rows)
+    return X, np.concatenate(set_of), np.concatenate(pos_of)
+
+
+def feature_frame(sets: list[list[JobProfile]]) -> pd.DataFrame:
+    """DataFrame of features, one row per (set, job), with ``set_id`` and ``job`` columns."""
+    names: dict[str, int] = {}
+    profiles: list[JobProfile] = []
+    for s in sets:
+        for p in s:
+            if p.name not in names:
+                names[p.name] = len(profiles)
+                profiles.append(p)
+    k = max(len(s) for s in sets)
+    idx = np.full((len(sets), k), -1)
+    for i, s in enumerate(sets):
+        idx[i, : len(s)] = [names[p.name] for p in s]
+    X, set_of, pos_of = feature_matrix(profile_matrix(profiles), idx)
+    df = pd.DataFrame(X, columns=FEATURES)
+    df.insert(0, "set_id", set_of)
+    df.insert(1, "job", [sets[s][p].name for s, p in zip(set_of, pos_of)])
+    return df.sort_values(["set_id"], kind="stable").reset_index(drop=True)

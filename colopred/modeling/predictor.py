@@ -1,0 +1,313 @@
+"""The slowdown model and the scheduler-facing ``Predictor``.
+
+One model per sharing mode predicts log(slowdown) of each job in a set with XGBoost
+(monotone in co-runner demand); a second XGBoost model gives the 5th/95th percentile
+(``reg:quantileerror``) for the interval. δ and throughput are derived from the
+predicted slowdowns, so they are always consistent with them:
+
+  δ = Σ_j t_j / max_j (t_j s_j)        throughput = Σ_j 1 / s_j
+
+Files: ``NAME.json`` (manifest: schema, feature list, GPU, mode, data hash, metrics,
+SHA-256 of each model file), ``NAME.point.ubj`` and ``NAME.interval.ubj`` (XGBoost's
+own binary JSON). Nothing is unpickled: a model file cannot run code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError, SchemaError
+from ..profile import JobProfile
+from .features import FEATURES, MONOTONE_INCREASING, feature_matrix, profile_matrix
+
+MANIFEST_SCHEMA = "colopred.model"
+MANIFEST_VERSION = 1
+INTERVAL_QUANTILES = (0.05, 0.95)
+CONTEXT_OVERHEAD_GIB = 0.6
+DEFAULT_PARAMS = {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
+                  "colsample_bytree": 0.8, "min_child_weight": 2, "n_jobs": 1, "random_state": 0}
+
+
+def models_dir() -> Path:
+    """Shipped models: ``$COLOPRED_MODELS`` or the repository's ``models/``."""
+    env = os.environ.get("COLOPRED_MODELS")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "models"
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class SlowdownModel:
+    """scikit-learn-style estimator of per-job slowdown from feature rows."""
+
+    def __init__(self, params: dict | None = None, monotone: bool = True):
+        self.params = {**DEFAULT_PARAMS, **(params or {})}
+        self.monotone = monotone
+        self.point = None
+        self.interval = None
+
+    def _constraints(self) -> str:
+        return "(" + ",".join("1" if (self.monotone and f in MONOTONE_INCREASING) else "0" for f in FEATURES) + ")"
+
+    def fit(self, X: np.ndarray, slowdown: np.ndarray) -> "SlowdownModel":
+        import xgboost as xgb
+
+        y = np.log(np.asarray(slowdown, float))
+        self.point = xgb.XGBRegressor(objective="reg:squarederror", monotone_constraints=self._constraints(), **self.params)
+        self.point.fit(X, y)
+        self.interval = xgb.XGBRegressor(objective="reg:quantileerror", quantile_alpha=np.array(INTERVAL_QUANTILES),
+                                         **self.params)
+        self.interval.fit(X, y)
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Slowdown (≥ 0) of each row."""
+        return np.exp(self.point.get_booster().inplace_predict(X))
+
+    def predict_interval(self, X: np.ndarray) -> np.ndarray:
+        """(lo, hi) slowdown of each row; always contains the point prediction."""
+        q = np.exp(np.asarray(self.interval.get_booster().inplace_predict(X)).reshape(len(X), -1))
+        p = self.predict(X)
+        return np.column_stack([np.minimum(q[:, 0], p), np.maximum(q[:, -1], p)])
+
+    def feature_importance(self) -> pd.Series:
+        imp = self.point.get_booster().get_score(importance_type="gain")
+        return pd.Series({f: imp.get(f"f{i}", imp.get(f, 0.0)) for i, f in enumerate(FEATURES)}).sort_values(ascending=False)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted outcome of running ``jobs`` together in ``mode``."""
+
+    mode: str
+    jobs: tuple[str, ...]
+    slowdown: tuple[float, ...]
+    interval: tuple[tuple[float, float], ...]
+    solo_iteration_ms: tuple[float, ...]
+    fits_memory: bool
+    memory_gib: float | None = None
+
+    @property
+    def collocated_iteration_ms(self) -> tuple[float, ...]:
+        return tuple(t * s for t, s in zip(self.solo_iteration_ms, self.slowdown))
+
+    @property
+    def delta(self) -> float:
+        """Tabrizian's δ (eq. 4.1): Σ t_j / max t'_j."""
+        return sum(self.solo_iteration_ms) / max(self.collocated_iteration_ms)
+
+    @property
+    def throughput(self) -> float:
+        """Normalised throughput Σ t_j / t'_j = Σ 1 / s_j (> 1: the collocation pays)."""
+        return float(sum(1.0 / s for s in self.slowdown))
+
+    @property
+    def pays_off(self) -> bool:
+        return self.fits_memory and self.throughput > 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "jobs": [{"name": n, "slowdown": s, "interval": list(i), "solo_iteration_ms": t}
+                     for n, s, i, t in zip(self.jobs, self.slowdown, self.interval, self.solo_iteration_ms)],
+            "delta": self.delta,
+            "throughput": self.throughput,
+            "fits_memory": self.fits_memory,
+        }
+
+    def summary(self) -> str:
+        lines = [f"mode {self.mode}: {len(self.jobs)} jobs"]
+        for n, s, (lo, hi), t in zip(self.jobs, self.slowdown, self.interval, self.solo_iteration_ms):
+            lines.append(f"  {n:<32} slowdown {s:5.2f}  [{lo:.2f}, {hi:.2f}]  {t:7.2f} ms -> {t * s:7.2f} ms")
+        verdict = "pays off" if self.pays_off else ("does not fit in memory" if not self.fits_memory else "does not pay off")
+        lines.append(f"  delta {self.delta:.2f}   normalised throughput {self.throughput:.2f}   ({verdict})")
+        return "\n".join(lines)
+
+
+@dataclass
+class Predictor:
+    """Predicts slowdowns for sets of :class:`JobProfile` in one sharing mode."""
+
+    model: SlowdownModel
+    mode: str
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def default(cls, mode: str = "mps") -> "Predictor":
+        path = models_dir() / f"h100-{mode}.json"
+        if not path.exists():
+            raise InputError(path, f"no shipped default model for mode {mode!r}")
+        return cls.load(path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Predictor":
+        """Load a manifest and its XGBoost files, checking schema, features and checksums."""
+        import xgboost as xgb
+
+        path = Path(path)
+        if path.is_dir():
+            raise InputError(path, "is a directory; give the model's manifest (.json)")
+        try:
+            man = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise InputError(path, "no such file") from None
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise SchemaError(path, "not a colopred model manifest (not JSON)") from None
+        if not isinstance(man, dict) or man.get("schema") != MANIFEST_SCHEMA:
+            raise SchemaError(path, "not a colopred model manifest")
+        if man.get("schema_version") != MANIFEST_VERSION:
+            raise SchemaError(path, f"model schema version {man.get('schema_version')!r} is not supported (expected {MANIFEST_VERSION})")
+        if list(man.get("features", [])) != list(FEATURES):
+            raise SchemaError(path, "model was trained on a different feature schema than this colopred computes")
+        model = SlowdownModel(man.get("params"), man.get("monotone", True))
+        for part in ("point", "interval"):
+            entry = man.get("files", {}).get(part)
+            if not entry:
+                raise SchemaError(path, f"manifest lists no {part} model file")
+            f = path.parent / entry["path"]
+            if not f.exists():
+                raise InputError(f, "model file listed in the manifest is missing")
+            if _sha256(f) != entry["sha256"]:
+                raise InputError(f, "checksum mismatch: the model file is corrupt or was changed")
+            reg = xgb.XGBRegressor()
+            try:
+                reg.load_model(str(f))
+            except xgb.core.XGBoostError as e:
+                raise InputError(f, f"not a valid XGBoost model ({str(e).splitlines()[0][:120]})") from None
+            setattr(model, part, reg)
+        return cls(model=model, mode=man["mode"], manifest=man)
+
+    def save(self, path: str | os.PathLike, **manifest_extra: Any) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stem = path.name[:-5] if path.name.endswith(".json") else path.name
+        files = {}
+        for part in ("point", "interval"):
+            f = path.parent / f"{stem}.{part}.ubj"
+            getattr(self.model, part).save_model(str(f))
+            files[part] = {"path": f.name, "sha256": _sha256(f)}
+        man = {"schema": MANIFEST_SCHEMA, "schema_version": MANIFEST_VERSION, "mode": self.mode,
+               "features": list(FEATURES), "monotone_increasing": list(MONOTONE_INCREASING),
+               "params": self.model.params, "monotone": self.model.monotone, "target": "log(slowdown)",
+               "interval_quantiles": list(INTERVAL_QUANTILES), "files": files, **self.manifest, **manifest_extra}
+        man_path = path if path.name.endswith(".json") else path.with_suffix(".json")
+        tmp = man_path.with_name(man_path.name + ".tmp")
+        tmp.write_text(json.dumps(man, indent=1, default=str) + "\n")
+        os.replace(tmp, man_path)
+        self.manifest = man
+        return man_path
+
+    # --------------------------------------------------------------- predicting
+    def _check_gpu(self, profiles: Sequence[JobProfile]) -> None:
+        gpu = self.manifest.get("gpu")
+        if not gpu:
+            return
+        for p in profiles:
+            if p.gpu.name != gpu:
+                warnings.warn(f"profile {p.name} was measured on {p.gpu.name}, the model on {gpu}: predictions may be off",
+                              stacklevel=3)
+                return
+
+    def predict(self, profiles: Sequence[JobProfile]) -> Prediction:
+        """Slowdown of each job when ``profiles`` run together."""
+        if len(profiles) < 2:
+            raise ValueError("a collocation needs at least two jobs")
+        self._check_gpu(profiles)
+        P = profile_matrix(list(profiles))
+        X, _, pos = feature_matrix(P, np.arange(len(profiles))[None, :])
+        s = np.empty(len(profiles))
+        iv = np.empty((len(profiles), 2))
+        s[pos] = self.model.predict(X)
+        iv[pos] = self.model.predict_interval(X)
+        mem = [p.peak_memory_gib for p in profiles]
+        gpu_mem = max(p.gpu.memory_gib for p in profiles)
+        need = sum(m or 0.0 for m in mem) + CONTEXT_OVERHEAD_GIB * len(profiles)
+        return Prediction(self.mode, tuple(p.name for p in profiles), tuple(map(float, s)),
+                          tuple((float(a), float(b)) for a, b in iv), tuple(p.iteration_ms for p in profiles),
+                          fits_memory=need <= gpu_mem, memory_gib=need)
+
+    def predict_many(self, sets: Sequence[Sequence[JobProfile]]) -> pd.DataFrame:
+        """Vectorised: one row per set with ``slowdowns`` (tuple), ``delta``, ``throughput``, ``fits_memory``."""
+        profiles: list[JobProfile] = []
+        index: dict[int, int] = {}
+        for s in sets:
+            for p in s:
+                if id(p) not in index:
+                    index[id(p)] = len(profiles)
+                    profiles.append(p)
+        k = max(len(s) for s in sets)
+        idx = np.full((len(sets), k), -1, dtype=np.int64)
+        for i, s in enumerate(sets):
+            idx[i, : len(s)] = [index[id(p)] for p in s]
+        return self._predict_index(profiles, idx)
+
+    def _predict_index(self, profiles: list[JobProfile], idx: np.ndarray) -> pd.DataFrame:
+        P = profile_matrix(profiles)
+        X, set_of, pos = feature_matrix(P, idx)
+        s = np.full(idx.shape, np.nan)
+        s[set_of, pos] = self.model.predict(X)
+        t = np.array([p.iteration_ms for p in profiles])[np.where(idx >= 0, idx, 0)]
+        t = np.where(idx >= 0, t, np.nan)
+        mem = np.array([p.peak_memory_gib or 0.0 for p in profiles])[np.where(idx >= 0, idx, 0)]
+        need = np.where(idx >= 0, mem + CONTEXT_OVERHEAD_GIB, 0).sum(1)
+        gpu_mem = max(p.gpu.memory_gib for p in profiles)
+        delta = np.nansum(t, 1) / np.nanmax(t * s, 1)
+        thr = np.nansum(1.0 / s, 1)
+        return pd.DataFrame({"slowdowns": [tuple(r[~np.isnan(r)]) for r in s], "delta": delta, "throughput": thr,
+                             "fits_memory": need <= gpu_mem})
+
+    def rank_partners(self, job: JobProfile, candidates: Sequence[JobProfile], k: int | None = None) -> pd.DataFrame:
+        """Candidates ranked by predicted normalised throughput of the pair (best first)."""
+        res = self.predict_many([[job, c] for c in candidates])
+        res.insert(0, "partner", [c.name for c in candidates])
+        res["job_slowdown"] = [s[0] for s in res["slowdowns"]]
+        res = res.sort_values("throughput", ascending=False).reset_index(drop=True)
+        return res.head(k) if k else res
+
+    def pack(self, jobs: Sequence[JobProfile], n_gpus: int, max_per_gpu: int = 3,
+             max_slowdown: float | None = None) -> list[list[str]]:
+        """Place jobs on ``n_gpus`` GPUs to maximise total normalised throughput.
+
+        Greedy: start one job per GPU (largest GPU time first); then add each remaining
+        job where the predicted gain in throughput is largest, subject to memory,
+        ``max_per_gpu`` and ``max_slowdown``. Jobs that fit nowhere stay unplaced (raise).
+        """
+        order = sorted(jobs, key=lambda p: -p.gpu_busy_ms)
+        gpus: list[list[JobProfile]] = [[p] for p in order[:n_gpus]]
+        gpus += [[] for _ in range(n_gpus - len(gpus))]
+        for p in order[n_gpus:]:
+            best, best_gain = None, -np.inf
+            for g in gpus:
+                if len(g) >= max_per_gpu:
+                    continue
+                new = g + [p]
+                if len(new) == 1:
+                    gain = 1.0
+                else:
+                    pred = self.predict(new)
+                    if not pred.fits_memory or (max_slowdown is not None and max(pred.slowdown) > max_slowdown):
+                        continue
+                    old = 1.0 if len(g) == 1 else (self.predict(g).throughput if g else 0.0)
+                    gain = pred.throughput - old
+                if gain > best_gain:
+                    best, best_gain = g, gain
+            if best is None:
+                raise ValueError(f"job {p.name} fits on no GPU under the limits given")
+            best.append(p)
+        return [[p.name for p in g] for g in gpus]
+
+
+def all_subsets(n: int, sizes=(2, 3)) -> list[tuple[int, ...]]:
+    return [c for k in sizes for c in itertools.combinations(range(n), k)]

@@ -1,0 +1,86 @@
+"""Markdown + PNG evaluation report (``colopred evaluate --out DIR``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .dataset import Dataset
+
+COLS = ["slowdown_mape_pct", "delta_mae", "pays_off_agreement_pct", "partner_rank_corr", "interval_coverage_pct", "n_sets"]
+
+
+def _md_table(df: pd.DataFrame) -> str:
+    cols = list(df.columns)
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in df.itertuples(index=False):
+        out.append("| " + " | ".join(f"{v:.3g}" if isinstance(v, float) and not np.isnan(v) else ("" if isinstance(v, float) else str(v)) for v in r) + " |")
+    return "\n".join(out)
+
+
+def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFrame, models: dict) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    figs = []
+    # Predicted vs measured, leave-architecture-out.
+    modes = list(preds["mode"].unique())
+    fig, axes = plt.subplots(1, len(modes), figsize=(5 * len(modes), 4.5), squeeze=False)
+    for ax, mode in zip(axes[0], modes):
+        d = preds[(preds["mode"] == mode) & (preds["split"] == "leave-arch")]
+        for n, mk in ((2, "o"), (3, "^")):
+            e = d[d["n_jobs"] == n]
+            ax.scatter(e["slowdown"], e["pred"], s=14, marker=mk, alpha=0.6, label=f"{n} jobs")
+        lim = [0.8, max(d["slowdown"].max(), d["pred"].max()) * 1.05]
+        ax.plot(lim, lim, "k--", lw=1)
+        ax.set(xlabel="measured slowdown", ylabel="predicted slowdown", title=f"{mode}: leave-architecture-out", xlim=lim, ylim=lim)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "pred_vs_measured.png", dpi=110)
+    figs.append("pred_vs_measured.png")
+    plt.close(fig)
+    # Error by set size and mode, per split.
+    preds = preds.assign(ape=np.abs(preds["pred"] - preds["slowdown"]) / preds["slowdown"] * 100)
+    g = preds.groupby(["split", "mode", "n_jobs"])["ape"].mean().unstack(["mode", "n_jobs"])
+    fig, ax = plt.subplots(figsize=(8, 4))
+    g.plot.bar(ax=ax, rot=0)
+    ax.set(ylabel="MAPE of slowdown (%)", title="colopred error by split, mode and set size")
+    fig.tight_layout()
+    fig.savefig(out / "error_by_size.png", dpi=110)
+    figs.append("error_by_size.png")
+    plt.close(fig)
+    # Feature importance.
+    fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 5), squeeze=False)
+    for ax, (mode, m) in zip(axes[0], models.items()):
+        imp = m.feature_importance().head(12)[::-1]
+        ax.barh(imp.index, imp.values)
+        ax.set(title=f"{mode}: feature importance (gain)")
+    fig.tight_layout()
+    fig.savefig(out / "feature_importance.png", dpi=110)
+    figs.append("feature_importance.png")
+    plt.close(fig)
+
+    lines = [
+        "# colopred evaluation report",
+        "",
+        f"Dataset hash `{ds.data_hash}`, GPU {ds.gpu}, {ds.rows['window_id'].nunique()} measured sets, "
+        f"{ds.rows['job'].nunique()} jobs, {ds.rows['arch'].nunique()} architectures.",
+        "All figures are out-of-sample. Lower is better for MAPE and δ MAE; higher for agreement and rank correlation.",
+        "",
+    ]
+    for mode in table["mode"].unique():
+        for split in table["split"].unique():
+            t = table[(table["mode"] == mode) & (table["split"] == split)]
+            if t.empty:
+                continue
+            lines += [f"## {mode}, split: {split}", "", _md_table(t[["method"] + COLS]), ""]
+    lines += [f"![{f}]({f})" for f in figs]
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    table.to_csv(out / "metrics.csv", index=False)
+    return path

@@ -1,0 +1,38 @@
+"""Train and save the per-mode models from a dataset directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .dataset import load_dataset
+from .evaluate import evaluate_mode
+from .features import FEATURES
+from .predictor import Predictor, SlowdownModel
+
+
+def train(data_dir: str | Path, out: str | Path, modes=("timeslice", "mps"), with_metrics: bool = True, log=lambda s: None) -> list[Path]:
+    """Fit one model per mode on all of ``data_dir``; write ``OUT-MODE.json`` manifests."""
+    ds = load_dataset(data_dir)
+    out = Path(out)
+    stem = out.name[:-5] if out.name.endswith(".json") else out.name
+    written = []
+    for mode in modes:
+        df = ds.for_mode(mode)
+        if df.empty:
+            log(f"{mode}: no measurements, skipped")
+            continue
+        model = SlowdownModel().fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy())
+        metrics = {}
+        if with_metrics:
+            t, _ = evaluate_mode(df)
+            t = t[t["method"].str.startswith("colopred")]
+            metrics = {r["split"]: {k: r[k] for k in ("slowdown_mape_pct", "delta_mae", "pays_off_agreement_pct",
+                                                        "partner_rank_corr", "interval_coverage_pct", "n_sets")}
+                       for r in t.to_dict("records")}
+        p = Predictor(model=model, mode=mode)
+        path = p.save(out.parent / f"{stem}-{mode}.json", gpu=ds.gpu, data_hash=ds.data_hash, data_dir=str(data_dir),
+                      n_sets=int(df["window_id"].nunique()), n_rows=len(df), jobs=sorted(df["job"].unique()),
+                      metrics=metrics)
+        log(f"{mode}: wrote {path}")
+        written.append(path)
+    return written
