@@ -1,0 +1,28 @@
+import gzip
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "datasets" / "h100"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SAMPLE = ROOT.parent / "shared" / "samples" / "ncu_resnet18_b64_h100.csv.gz"
+# Real ncu reports recorded on our H100 (datasets/h100/ncu_reports, profiling_cost).
+FULL_REPORT = DATA / "profiling_cost" / "resnet18-b64-fp32.kernel-full.csv.gz"
+MINIMAL_REPORT = DATA / "ncu_reports" / "lstm_lm-b64-fp32.csv.gz"
+
+
+@pytest.fixture
+def report_text():
+    """The text of a real full-metric ncu report."""
+    return gzip.open(FULL_REPORT, "rt").read()
+
+
+@pytest.fixture
+def write(tmp_path):
+    def _write(name: str, text: str) -> Path:
+        p = tmp_path / name
+        p.write_text(text)
+        return p
+
+    return _write

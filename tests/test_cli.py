@@ -1,0 +1,91 @@
+"""The CLI contract: outputs, one-line errors, exit codes, nothing overwritten on failure."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from colopred.cli import main
+from colopred.profile import JobProfile
+
+from .conftest import DATA, FULL_REPORT, SAMPLE
+
+P1 = DATA / "profiles" / "ncu" / "resnet18-b64-fp32.json"
+P2 = DATA / "profiles" / "ncu" / "lstm_lm-b64-fp32.json"
+P3 = DATA / "profiles" / "ncu" / "vgg16-b32-fp32.json"
+
+
+def run(capsys, *args):
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_profile_ncu_and_show(tmp_path, capsys):
+    out = tmp_path / "p.json"
+    code, _, err = run(capsys, "profile", "ncu", SAMPLE, "--name", "resnet18-b64-fp32", "--iter-ms", "16", "--mem-gib", "2.4", "-o", out)
+    assert code == 0 and "M = 36." in err
+    p = JobProfile.from_json(out)
+    assert p.name == "resnet18-b64-fp32" and p.peak_memory_gib == 2.4 and p.iteration_ms == 16
+    code, text, _ = run(capsys, "profile", "show", out)
+    assert code == 0 and "DRAM bandwidth (M)" in text and "36." in text
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["profile", "ncu", "/nope.csv", "--name", "x", "--iter-ms", "10", "-o", "{out}"], "/nope.csv: no such file"),
+    (["profile", "ncu", str(FULL_REPORT), "--name", "x", "--iter-ms", "0.001", "-o", "{out}"], "milliseconds"),
+    (["profile", "ncu", str(FULL_REPORT), "--name", "x", "--iter-ms", "-5", "-o", "{out}"], "positive number"),
+    (["predict", str(P1), "--mode", "mps"], "at least two profiles"),
+    (["predict", str(P1), "{bad}", "--mode", "mps"], "not valid JSON"),
+    (["predict", str(P1), str(P2), "--mode", "mps", "--model", "{bad}"], "not a colopred model manifest"),
+    (["measure", "--out", "{dir}", "--resume"], "nothing to resume"),
+    (["measure", "--out", "{dir}", "--jobs", "densenet121-b32-fp32,resnet18-b64-fp32", "--sets", "pairs", "--mode", "mps"], "reserved"),
+])
+def test_errors_are_one_line_and_nonzero(tmp_path, capsys, args, needle):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{oops")
+    out = tmp_path / "existing.json"
+    out.write_text("precious")
+    args = [a.format(out=out, bad=bad, dir=tmp_path / "camp") for a in args]
+    code, stdout, err = run(capsys, *args)
+    assert code != 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("colopred: error:") and needle in lines[0]
+    assert "Traceback" not in err
+    assert out.read_text() == "precious"  # nothing already written is lost
+
+
+def test_predict_json_contract(capsys):
+    code, out, _ = run(capsys, "predict", P1, P2, P3, "--mode", "timeslice", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert set(d) == {"mode", "jobs", "delta", "throughput", "fits_memory"}
+    assert d["mode"] == "timeslice" and [j["name"] for j in d["jobs"]] == ["resnet18-b64-fp32", "lstm_lm-b64-fp32", "vgg16-b32-fp32"]
+    for j in d["jobs"]:
+        lo, hi = j["interval"]
+        assert lo <= j["slowdown"] <= hi
+    assert d["throughput"] == pytest.approx(sum(1 / j["slowdown"] for j in d["jobs"]))
+    assert isinstance(d["fits_memory"], bool)
+
+
+def test_table_command(capsys):
+    code, out, _ = run(capsys, "table", DATA / "campaigns" / "h100-smoke")
+    assert code == 0 and "slowdown" in out and "resnet18-b64-fp32" in out
+
+
+def test_train_and_use_own_model(tmp_path, capsys):
+    code, _, err = run(capsys, "train", "--data", DATA, "--out", tmp_path / "mine", "--modes", "mps", "--no-metrics")
+    assert code == 0
+    man = json.loads((tmp_path / "mine-mps.json").read_text())
+    assert man["mode"] == "mps" and man["gpu"] == "NVIDIA H100 80GB HBM3" and man["data_hash"]
+    code, out, _ = run(capsys, "predict", P1, P2, "--mode", "mps", "--model", tmp_path / "mine-mps.json", "--json")
+    assert code == 0 and len(json.loads(out)["jobs"]) == 2
+    code, _, err = run(capsys, "predict", P1, P2, "--mode", "timeslice", "--model", tmp_path / "mine-mps.json")
+    assert code != 0 and "not 'timeslice'" in err
+
+
+def test_console_script_no_traceback(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "colopred.cli", "profile", "show", str(tmp_path / "missing.json")],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr

@@ -1,0 +1,38 @@
+"""Integrity of the shipped H100 dataset."""
+
+import json
+import re
+
+from colopred.harness.reader import read_windows
+from colopred.profile import JobProfile
+
+from .conftest import DATA
+
+RESERVED = re.compile(r"densenet|vit_|\bvit\b|bert|mobilenet_?v3|efficientnet", re.IGNORECASE)
+
+
+def test_no_reserved_architecture_anywhere():
+    for f in DATA.rglob("*"):
+        if f.is_file() and f.suffix in (".json", ".jsonl", ".txt", ".md", ".log"):
+            assert not RESERVED.search(f.read_text()), f
+
+
+def test_records_have_provenance_and_unique_windows():
+    w = read_windows(DATA / "campaigns")
+    assert not w.duplicated(["campaign", "window_id"]).any()
+    assert w["gpu"].eq("NVIDIA H100 80GB HBM3").all()
+    for f in (DATA / "campaigns").rglob("windows.jsonl"):
+        for line in f.read_text().splitlines():
+            prov = json.loads(line)["provenance"]
+            for k in ("gpu", "driver", "cuda", "torch", "harness_version", "date", "mode"):
+                assert prov[k], (f, k)
+
+
+def test_every_measured_job_has_profiles():
+    w = read_windows(DATA / "campaigns")
+    jobs = {j for js in w["jobs"] for j in js}
+    ncu = {JobProfile.from_json(p).name for p in (DATA / "profiles" / "ncu").glob("*.json")}
+    assert jobs <= ncu
+    assert len(jobs) >= 14
+    counts = w[w["kind"] == "colo"].groupby(["mode", "n_jobs"]).size()
+    assert counts[("mps", 2)] >= 50 and counts[("timeslice", 3)] >= 30

@@ -1,0 +1,183 @@
+"""Window schedule, campaign runner, resume and reader, with fake workers (no GPU)."""
+
+import json
+
+import pytest
+
+from colopred.harness.campaign import Campaign
+from colopred.harness.plan import CampaignConfig, expand_sets, make_plan
+from colopred.harness.reader import read_windows, repeat_noise, set_table, slowdown_table, solo_noise
+from colopred.harness.records import RecordWriter, iter_records
+
+JOBS = ("a-b1-fp32", "b-b1-fp32", "c-b1-fp32", "d-b1-fp32")
+SOLO_MS = {"a-b1-fp32": 10.0, "b-b1-fp32": 20.0, "c-b1-fp32": 5.0, "d-b1-fp32": 40.0}
+
+
+class FakePool:
+    """Deterministic 'GPU': a job's collocated time is solo x (1 + 0.5 x co-runners)."""
+
+    gpu_name = "Fake GPU"
+    driver = "0"
+    memory_gib = 10.0
+    opened = 0
+
+    def __init__(self, mode, jobs, fail_after=None, mem=None, calls=None):
+        self.mode = mode
+        self.fail_after = fail_after
+        self.mem = mem or {}
+        self.calls = calls if calls is not None else []
+        FakePool.opened += 1
+        self.closed = False
+
+    def run_window(self, jobs, duration_s, warmup_s):
+        if self.fail_after is not None and len(self.calls) >= self.fail_after:
+            raise KeyboardInterrupt  # the campaign is killed mid-window
+        self.calls.append(tuple(jobs))
+        f = 1.0 + 0.5 * (len(jobs) - 1) * (0.5 if self.mode == "mps" else 1.0)
+        out = {}
+        for j in jobs:
+            t = SOLO_MS[j] * f
+            out[j] = {"status": "ok", "iterations": 20, "mean_ms": t, "median_ms": t, "peak_memory_gib": self.mem.get(j, 1.0)}
+        return out, {"dram_bw_util_pct": 10.0}
+
+    def close(self):
+        self.closed = True
+
+
+def config(**kw):
+    d = dict(jobs=JOBS, sets=tuple(expand_sets("pairs+triples", list(JOBS))), modes=("timeslice", "mps"), repeat_frac=0.25)
+    d.update(kw)
+    return CampaignConfig(**d)
+
+
+def test_expand_sets_and_file(tmp_path):
+    assert len(expand_sets("pairs", list(JOBS))) == 6
+    assert len(expand_sets("triples", list(JOBS))) == 4
+    assert len(expand_sets("pairs", list(JOBS), max_sets=3)) == 3
+    f = tmp_path / "sets.txt"
+    f.write_text("# comment\na-b1-fp32+b-b1-fp32\nc-b1-fp32, a-b1-fp32, d-b1-fp32\n")
+    assert expand_sets(str(f), list(JOBS)) == [("a-b1-fp32", "b-b1-fp32"), ("a-b1-fp32", "c-b1-fp32", "d-b1-fp32")]
+
+
+def test_plan_is_deterministic_and_interleaves_solos():
+    cfg = config()
+    p1, p2 = make_plan(cfg), make_plan(cfg)
+    assert p1 == p2
+    assert len({w.window_id for w in p1}) == len(p1)
+    for mode in cfg.modes:
+        ws = [w for w in p1 if w.mode == mode]
+        colo = [w for w in ws if w.kind == "colo"]
+        assert len(colo) == len(cfg.sets) + round(0.25 * len(cfg.sets))
+        # every job has a solo window before the first collocation and after the last
+        first_colo = next(i for i, w in enumerate(ws) if w.kind == "colo")
+        assert {w.jobs[0] for w in ws[:first_colo]} == set(JOBS)
+        assert {w.jobs[0] for w in ws[-len(JOBS):]} == set(JOBS)
+        # solo windows are interleaved, not only at the ends
+        inner = [w for w in ws[first_colo:-len(JOBS)] if w.kind == "solo"]
+        assert len(inner) >= len(colo) // cfg.solo_every - 1
+
+
+def test_config_rejects_bad_sets():
+    with pytest.raises(ValueError, match="not in --jobs"):
+        CampaignConfig(jobs=JOBS[:2], sets=(("a-b1-fp32", "z-b1-fp32"),), modes=("mps",))
+    with pytest.raises(ValueError, match="unknown mode"):
+        CampaignConfig(jobs=JOBS, sets=(), modes=("mig",))
+
+
+def test_campaign_records_and_reader(tmp_path):
+    camp = Campaign(tmp_path / "c", config())
+    n = camp.run(lambda mode, jobs: FakePool(mode, jobs))
+    assert n == len(camp.plan)
+    recs = list(iter_records(camp.records_path))
+    assert [r["window_id"] for r in recs] == [w.window_id for w in camp.plan]
+    for r in recs:
+        prov = r["provenance"]
+        assert prov["gpu"] == "Fake GPU" and prov["harness_version"] and prov["date"] and prov["mode"] == r["mode"]
+    w = read_windows(tmp_path / "c")
+    s = slowdown_table(w)
+    # slowdown recovered exactly from the fake physics
+    ts = s[s["mode"] == "timeslice"]
+    assert (abs(ts["slowdown"] - (1 + 0.5 * (ts["n_jobs"] - 1))) < 1e-9).all()
+    one = s[(s["mode"] == "timeslice") & (s["set"] == "a-b1-fp32+b-b1-fp32")].iloc[0]
+    assert one["delta"] == pytest.approx((10 + 20) / (20 * 1.5))
+    assert one["throughput"] == pytest.approx(2 / 1.5)
+    assert (solo_noise(w)["cv"] == 0).all()
+    assert len(repeat_noise(s)) > 0 and (repeat_noise(s)["abs_diff"] < 1e-9).all()
+    assert set(set_table(w)["status"]) == {"ok"}
+
+
+def test_kill_and_resume_loses_and_duplicates_nothing(tmp_path):
+    out = tmp_path / "c"
+    calls = []
+    camp = Campaign(out, config())
+    with pytest.raises(KeyboardInterrupt):
+        camp.run(lambda mode, jobs: FakePool(mode, jobs, fail_after=17, calls=calls))
+    done_before = [r["window_id"] for r in iter_records(out / "windows.jsonl")]
+    assert len(done_before) == 17
+    # a half-written line, as a kill during write leaves it
+    with open(out / "windows.jsonl", "a") as f:
+        f.write('{"window_id": "partial", "mode":')
+    with pytest.raises(Exception, match="already exists"):
+        Campaign(out, config())
+    resumed = Campaign(out, None, resume=True)
+    resumed.run(lambda mode, jobs: FakePool(mode, jobs))
+    ids = [r["window_id"] for r in iter_records(out / "windows.jsonl")]
+    assert ids[:17] == done_before
+    assert sorted(ids) == sorted(w.window_id for w in resumed.plan)
+    assert len(ids) == len(set(ids))
+    assert open(out / "windows.jsonl").read().count("partial") == 0
+
+
+def test_resume_with_other_settings_is_refused(tmp_path):
+    Campaign(tmp_path / "c", config()).run(lambda m, j: FakePool(m, j))
+    with pytest.raises(Exception, match="differ"):
+        Campaign(tmp_path / "c", config(seed=5), resume=True)
+
+
+def test_infeasible_sets_are_recorded_not_run(tmp_path):
+    calls = []
+    mem = {"a-b1-fp32": 6.0, "b-b1-fp32": 6.0, "c-b1-fp32": 0.5, "d-b1-fp32": 0.5}
+    cfg = config(modes=("mps",), repeat_frac=0.0)
+    Campaign(tmp_path / "c", cfg).run(lambda m, j: FakePool(m, j, mem=mem, calls=calls))
+    recs = list(iter_records(tmp_path / "c" / "windows.jsonl"))
+    inf = [r for r in recs if r["status"] == "infeasible"]
+    assert inf and all({"a-b1-fp32", "b-b1-fp32"} <= set(r["jobs"]) for r in inf)
+    assert all("GiB" in r["reason"] for r in inf)
+    assert not any({"a-b1-fp32", "b-b1-fp32"} <= set(c) for c in calls)
+
+
+def test_failed_worker_is_recorded_and_campaign_goes_on(tmp_path):
+    class Flaky(FakePool):
+        def run_window(self, jobs, d, w):
+            res, gpm = super().run_window(jobs, d, w)
+            if "d-b1-fp32" in jobs and len(jobs) > 1:
+                res["d-b1-fp32"] = {"status": "oom", "error": "CUDA out of memory", "iterations": 0}
+            return res, gpm
+
+    Campaign(tmp_path / "c", config(modes=("timeslice",))).run(lambda m, j: Flaky(m, j))
+    w = read_windows(tmp_path / "c")
+    colo = w[w["kind"] == "colo"]
+    assert set(colo[colo["set"].str.contains("d-b1")]["status"]) == {"oom"}
+    assert set(colo[~colo["set"].str.contains("d-b1")]["status"]) == {"ok"}
+    assert "d-b1-fp32" not in set(slowdown_table(w)["job"])
+
+
+def test_records_writer_repairs_partial_tail(tmp_path):
+    f = tmp_path / "w.jsonl"
+    with RecordWriter(f) as w:
+        w.append({"window_id": "1"})
+    with open(f, "a") as fh:
+        fh.write('{"window_id": "2"')
+    assert [r["window_id"] for r in iter_records(f)] == ["1"]
+    with RecordWriter(f) as w:
+        assert w.removed_bytes > 0
+        w.append({"window_id": "3"})
+    assert [r["window_id"] for r in iter_records(f)] == ["1", "3"]
+
+
+def test_window_length_adapts(tmp_path):
+    camp = Campaign(tmp_path / "c", config(min_iters=10, min_window_s=1.0, max_window_s=30))
+    w = next(w for w in camp.plan if w.kind == "colo" and "d-b1-fp32" in w.jobs and len(w.jobs) == 3)
+    short, _ = camp.window_seconds(w, {(w.mode, j): 1.0 for j in JOBS})
+    long, _ = camp.window_seconds(w, {(w.mode, j): 200.0 for j in JOBS})
+    assert long > short and long >= 11 * 0.6

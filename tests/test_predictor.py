@@ -1,0 +1,157 @@
+"""Features, shipped models, Predictor API, evaluation splits."""
+
+import json
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+
+from colopred.errors import InputError, SchemaError
+from colopred.modeling.dataset import load_dataset
+from colopred.modeling.evaluate import busy_analytic, splits
+from colopred.modeling.features import FEATURES, feature_frame
+from colopred.modeling.predictor import Predictor
+from colopred.profile import JobProfile
+
+from .conftest import DATA, ROOT
+
+
+@pytest.fixture(scope="module")
+def profiles():
+    return {p.stem: JobProfile.from_json(p) for p in sorted((DATA / "profiles" / "ncu").glob("*.json"))}
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    return load_dataset(DATA)
+
+
+def test_features_are_permutation_invariant(profiles):
+    a, b, c = profiles["resnet18-b64-fp32"], profiles["vgg16-b32-fp32"], profiles["lstm_lm-b64-fp32"]
+    f1 = feature_frame([[a, b, c]]).set_index("job")
+    f2 = feature_frame([[c, a, b]]).set_index("job")
+    assert list(f1.columns[1:]) == list(FEATURES)
+    np.testing.assert_allclose(f1.loc[f2.index, list(FEATURES)].to_numpy(), f2[list(FEATURES)].to_numpy())
+    r = f1.loc["resnet18-b64-fp32"]
+    assert r["co_sum_busy"] == pytest.approx(min(b.busy_fraction, 1) + min(c.busy_fraction, 1))
+    assert r["co_max_dram_util"] == pytest.approx(max(b.dram_util_pct, c.dram_util_pct))
+    assert r["n_jobs"] == 3
+    # any set size, including ones never trained on
+    f4 = feature_frame([[a, b, c, profiles["dlrm-b2048-fp32"]]])
+    assert len(f4) == 4 and (f4["n_jobs"] == 4).all()
+
+
+def test_dataset_rows_match_measurements(dataset):
+    rows = dataset.rows
+    assert {"timeslice", "mps"} <= set(rows["mode"])
+    assert (rows["slowdown"] > 0.5).all()
+    assert rows["job"].nunique() >= 14 and rows["arch"].nunique() >= 10
+    assert len(dataset.data_hash) == 16
+
+
+def test_splits_never_leak(dataset):
+    df = dataset.for_mode("mps")
+    for name, tr, te in splits(df, "leave-arch"):
+        assert not df.iloc[tr]["set_archs"].map(lambda a: name in a).any()
+        assert df.iloc[te]["set_archs"].map(lambda a: name in a).all()
+    for _, tr, te in splits(df, "random"):
+        assert not set(df.iloc[tr]["set"]) & set(df.iloc[te]["set"])
+    (_, tr, te), = splits(df, "pairs->triples")
+    assert set(df.iloc[tr]["n_jobs"]) == {2} and set(df.iloc[te]["n_jobs"]) == {3}
+
+
+@pytest.mark.parametrize("mode", ["mps", "timeslice"])
+def test_default_model_predicts_consistently(mode, profiles):
+    pr = Predictor.default(mode)
+    assert pr.mode == mode and pr.manifest["gpu"] == "NVIDIA H100 80GB HBM3"
+    jobs = [profiles["resnet18-b64-fp32"], profiles["lstm_lm-b64-fp32"], profiles["vgg16-b32-fp32"]]
+    p = pr.predict(jobs)
+    t = [j.iteration_ms for j in jobs]
+    assert p.delta == pytest.approx(sum(t) / max(ti * si for ti, si in zip(t, p.slowdown)))
+    assert p.throughput == pytest.approx(sum(1 / s for s in p.slowdown))
+    for s, (lo, hi) in zip(p.slowdown, p.interval):
+        assert lo <= s <= hi
+    # order of jobs does not change a job's prediction
+    q = pr.predict(jobs[::-1])
+    assert q.slowdown[::-1] == pytest.approx(p.slowdown, rel=1e-6)
+    # vectorised path agrees with the single one
+    many = pr.predict_many([jobs, jobs[:2]])
+    assert many["slowdowns"][0] == pytest.approx(p.slowdown, rel=1e-6)
+    assert many["delta"][0] == pytest.approx(p.delta, rel=1e-6)
+    assert many["throughput"][1] == pytest.approx(pr.predict(jobs[:2]).throughput, rel=1e-6)
+
+
+def test_model_is_better_than_analytic_baseline_in_sample(dataset):
+    pr = Predictor.default("timeslice")
+    df = dataset.for_mode("timeslice")
+    X = df[list(FEATURES)].to_numpy()
+    err_model = np.mean(np.abs(pr.model.predict(X) - df["slowdown"]) / df["slowdown"])
+    err_base = np.mean(np.abs(busy_analytic(df) - df["slowdown"]) / df["slowdown"])
+    assert err_model < err_base
+
+
+def test_rank_partners_and_pack(profiles):
+    pr = Predictor.default("mps")
+    job = profiles["resnet18-b64-fp32"]
+    others = [p for n, p in profiles.items() if n != job.name]
+    r = pr.rank_partners(job, others, k=3)
+    assert len(r) == 3 and list(r["throughput"]) == sorted(r["throughput"], reverse=True)
+    jobs = list(profiles.values())[:7]
+    placement = pr.pack(jobs, n_gpus=3, max_per_gpu=3)
+    assert sorted(n for g in placement for n in g) == sorted(p.name for p in jobs)
+    assert all(1 <= len(g) <= 3 for g in placement)
+    with pytest.raises(ValueError, match="fits on no GPU"):
+        pr.pack(jobs, n_gpus=2, max_per_gpu=3)
+
+
+def test_gpu_mismatch_warns(profiles):
+    from colopred.gpu import GpuInfo
+
+    pr = Predictor.default("mps")
+    a = profiles["resnet18-b64-fp32"].with_(gpu=GpuInfo.from_name("NVIDIA A100-SXM4-80GB"))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        pr.predict([a, profiles["vgg16-b32-fp32"]])
+    assert any("A100" in str(x.message) for x in w)
+
+
+def _copy_model(tmp_path):
+    for f in (ROOT / "models").glob("h100-mps*"):
+        shutil.copy(f, tmp_path / f.name)
+    return tmp_path / "h100-mps.json"
+
+
+def test_corrupt_model_file_is_refused(tmp_path):
+    man = _copy_model(tmp_path)
+    f = tmp_path / "h100-mps.point.ubj"
+    data = bytearray(f.read_bytes())
+    data[100] ^= 0xFF
+    f.write_bytes(bytes(data))
+    with pytest.raises(InputError, match="checksum mismatch"):
+        Predictor.load(man)
+
+
+def test_non_model_files_are_refused(tmp_path):
+    man = _copy_model(tmp_path)
+    d = json.loads(man.read_text())
+    for change, msg in (({"schema_version": 7}, "schema version 7"), ({"features": ["x"]}, "feature schema"),
+                        ({"schema": "other"}, "not a colopred model")):
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({**d, **change}))
+        with pytest.raises(SchemaError, match=msg):
+            Predictor.load(bad)
+    pickle_like = tmp_path / "model.pkl"
+    pickle_like.write_bytes(b"\x80\x04\x95 not json")
+    with pytest.raises(SchemaError, match="not JSON"):
+        Predictor.load(pickle_like)
+    # a manifest pointing at a file that is not an XGBoost model (checksum made to match)
+    import hashlib
+
+    junk = tmp_path / "junk.ubj"
+    junk.write_bytes(b"cos\nsystem\n(S'echo pwned'\ntR.")
+    d["files"]["point"] = {"path": "junk.ubj", "sha256": hashlib.sha256(junk.read_bytes()).hexdigest()}
+    bad = tmp_path / "bad2.json"
+    bad.write_text(json.dumps(d))
+    with pytest.raises(InputError, match="not a valid XGBoost model"):
+        Predictor.load(bad)

@@ -1,0 +1,56 @@
+"""Zoo models build and train on the CPU at tiny size; real worker processes run windows."""
+
+import pytest
+
+import torch  # noqa: E402  (the README test command installs it)
+
+from colopred.harness.campaign import Campaign  # noqa: E402
+from colopred.harness.gpu_pool import GpuWorkerPool  # noqa: E402
+from colopred.harness.plan import CampaignConfig  # noqa: E402
+from colopred.harness.reader import read_windows, slowdown_table  # noqa: E402
+from colopred.zoo.registry import ARCH_NAMES, JobSpec, parse_jobs  # noqa: E402
+from colopred.zoo.training import build  # noqa: E402
+
+
+@pytest.mark.parametrize("arch", ARCH_NAMES)
+def test_every_architecture_takes_a_training_step(arch):
+    job = build(JobSpec(arch, 2, "fp32"), "cpu", tiny=True)
+    before = [p.detach().clone() for p in job.model.parameters()]
+    loss = job.step()
+    assert torch.isfinite(loss)
+    changed = any(not torch.equal(b, p) for b, p in zip(before, job.model.parameters()))
+    assert changed, "the optimizer step changed no parameter"
+
+
+def test_bf16_and_loader_variants():
+    assert torch.isfinite(build(JobSpec.parse("gpt2_small-b2-bf16"), "cpu", tiny=True).step())
+    assert torch.isfinite(build(JobSpec.parse("resnet18-b2-fp32-loader"), "cpu", tiny=True, loader_workers=0).step())
+
+
+@pytest.mark.parametrize("name", ["densenet121-b32-fp32", "vit_b16-b32-fp32", "bert_base-b8-fp32", "mobilenet_v3-b64-fp32",
+                                  "efficientnet_b0-b64-fp32"])
+def test_reserved_architectures_are_refused(name):
+    with pytest.raises(ValueError, match="reserved|unknown"):
+        JobSpec.parse(name)
+
+
+def test_job_names_round_trip():
+    for n in ["resnet18-b64-fp32", "gpt2_small-b8-bf16", "vgg16-b32-fp32-adamw", "resnet50-b32-bf16-loader"]:
+        assert JobSpec.parse(n).name == n
+    assert JobSpec.parse("gpt2_small-b8-bf16-adamw").name == "gpt2_small-b8-bf16"  # default optimizer
+    with pytest.raises(ValueError, match="twice"):
+        parse_jobs("resnet18-b64-fp32,resnet18-b64-fp32")
+    with pytest.raises(ValueError, match="bad job name"):
+        JobSpec.parse("resnet18")
+
+
+def test_real_worker_processes_run_windows(tmp_path):
+    jobs = ("resnet18-b2-fp32", "dlrm-b8-fp32")
+    cfg = CampaignConfig(jobs=jobs, sets=(jobs,), modes=("timeslice",), repeat_frac=0.0, min_iters=3,
+                         min_window_s=1.5, max_window_s=4.0, warmup_s=0.3)
+    camp = Campaign(tmp_path / "c", cfg)
+    camp.run(lambda m, j: GpuWorkerPool(m, j, device="cpu", tiny=True, use_nvml=False))
+    w = read_windows(tmp_path / "c")
+    assert set(w["status"]) == {"ok"}, w[["window_id", "status", "reason"]].to_string()
+    s = slowdown_table(w)
+    assert len(s) == 2 and (s["slowdown"] > 0).all() and (s["iterations"] >= 2).all()
