@@ -99,22 +99,17 @@ def _open_text(path: Path) -> io.TextIOBase:
     return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
 
 
-def _split_preamble(path: Path) -> tuple[str, str, str]:
-    """Return (header line, units line, rest of the text) after skipping the preamble."""
+def _locate_header(path: Path) -> tuple[int, str, str]:
+    """(line number of the header row, header line, units line), skipping the preamble."""
     with _open_text(path) as f:
-        for line in f:
+        for n, line in enumerate(f):
             if line.startswith(_HEADER_PREFIX):
-                header = line
-                break
-        else:
-            raise InputError(
-                path,
-                "no ncu CSV header found (expected a row starting with \"ID\",\"Process ID\"; "
-                "was the report written with `ncu --csv --page raw`?)",
-            )
-        units = f.readline()
-        rest = f.read()
-    return header, units, rest
+                return n, line, f.readline()
+    raise InputError(
+        path,
+        "no ncu CSV header found (expected a row starting with \"ID\",\"Process ID\"; "
+        "was the report written with `ncu --csv --page raw`?)",
+    )
 
 
 def _parse_row(line: str) -> list[str]:
@@ -139,7 +134,7 @@ def read_ncu_csv(
         raise InputError(path, "no such file")
     if path.is_dir():
         raise InputError(path, "is a directory, not an ncu CSV report")
-    header_line, units_line, rest = _split_preamble(path)
+    header_at, header_line, units_line = _locate_header(path)
     header = _parse_row(header_line)
     if not units_line.strip():
         raise InputError(path, "report ends after the header row (truncated file?)")
@@ -177,32 +172,44 @@ def read_ncu_csv(
             raise InputError(path, f"metric {col} has unit {unit!r}; expected '%'")
 
     usecols = [col_index[c] for c in wanted]
+    numeric = {col_index[c]: float for c, (_, kind) in wanted.items() if kind != "id"}
     try:
-        df = pd.read_csv(
-            io.StringIO(rest),
-            header=None,
-            usecols=usecols,
-            dtype=str,
-            keep_default_na=False,
-            engine="c",
-        )
+        with _open_text(path) as f:
+            df = pd.read_csv(
+                f,
+                header=None,
+                skiprows=header_at + 2,
+                usecols=usecols,
+                dtype={i: (float if i in numeric else str) for i in usecols},
+                thousands=",",
+                keep_default_na=False,
+                na_values=[],
+                engine="c",
+            )
+    except (ValueError, pd.errors.ParserError):
+        # A non-numeric cell somewhere: read as text and find it below.
+        try:
+            with _open_text(path) as f:
+                df = pd.read_csv(f, header=None, skiprows=header_at + 2, usecols=usecols, dtype=str,
+                                 keep_default_na=False, engine="c")
+        except pd.errors.EmptyDataError:
+            df = pd.DataFrame(columns=usecols)
+        except (pd.errors.ParserError, ValueError) as e:
+            raise InputError(path, f"malformed CSV after the header: {str(e).splitlines()[0]}") from None
     except pd.errors.EmptyDataError:
         df = pd.DataFrame(columns=usecols)
-    except (pd.errors.ParserError, ValueError) as e:
-        raise InputError(path, f"malformed CSV after the header: {str(e).splitlines()[0]}") from None
     names = {col_index[c]: c for c in wanted}
     df = df.rename(columns=names)
 
     # Lines after the table that ncu or the program printed (==PROF== ...), or a row cut short.
-    ids = df["ID"].fillna("").str.strip()
+    ids = df["ID"].fillna("").astype(str).str.strip()
     is_row = ids.str.fullmatch(r"\d+")
-    tail = df[~is_row]
-    if len(tail):
-        first_bad = tail.index[0]
-        text = str(ids[first_bad])
+    if not is_row.all():
+        first_bad = int(np.flatnonzero(~is_row.to_numpy())[0])
+        text = ids.iloc[first_bad]
         if not text.startswith("=="):
             raise InputError(path, f"malformed data row {first_bad + 3} (ID {text[:40]!r} is not a kernel ID)")
-        df = df[is_row]
+        df = df[is_row.to_numpy()]
     if df.empty:
         raise InputError(path, "the report has no kernels (empty profiling window: check the profiler start/stop range)")
 
@@ -212,7 +219,10 @@ def read_ncu_csv(
         if kind == "id":
             out[new] = s
             continue
-        num = pd.to_numeric(s.str.replace(",", "", regex=False), errors="coerce")
+        if pd.api.types.is_numeric_dtype(s):
+            num = s.astype(float)
+        else:
+            num = pd.to_numeric(s.str.replace(",", "", regex=False), errors="coerce")
         bad = num.isna() | ~np.isfinite(num)
         if kind == "count":
             out[new] = num  # launch statistics: best effort
@@ -221,7 +231,11 @@ def read_ncu_csv(
             i = int(np.flatnonzero(bad.to_numpy())[0])
             row = df.iloc[i]
             value = s.iloc[i]
-            if not isinstance(value, str):
+            cut_short = row.isna().sum() > 1  # several cells missing: the row ends early
+            if isinstance(value, float) and not cut_short:  # parsed as a number: nan or inf
+                problem = f"is not a finite number ({value!r})"
+                value = "nan"
+            elif not isinstance(value, str) or cut_short:
                 problem = "is missing (row cut short: truncated file?)"
                 value = ""
             elif value == "":
