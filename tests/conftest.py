@@ -6,7 +6,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "datasets" / "h100"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-SAMPLE = ROOT.parent / "shared" / "samples" / "ncu_resnet18_b64_h100.csv.gz"
+SAMPLE = FIXTURES / "ncu_resnet18_b64_h100.csv.gz"  # copy of shared/samples, recorded on our H100
 # Real ncu reports recorded on our H100 (datasets/h100/ncu_reports, profiling_cost).
 FULL_REPORT = DATA / "profiling_cost" / "resnet18-b64-fp32.kernel-full.csv.gz"
 MINIMAL_REPORT = DATA / "ncu_reports" / "lstm_lm-b64-fp32.csv.gz"
