@@ -33,6 +33,7 @@ from .features import FEATURES, MONOTONE_INCREASING, feature_matrix, profile_mat
 MANIFEST_SCHEMA = "colopred.model"
 MANIFEST_VERSION = 1
 INTERVAL_QUANTILES = (0.05, 0.95)
+INTERVAL_COVERAGE = 0.90
 CONTEXT_OVERHEAD_GIB = 0.6
 DEFAULT_PARAMS = {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
                   "colsample_bytree": 0.8, "min_child_weight": 2, "n_jobs": 1, "random_state": 0}
@@ -56,19 +57,43 @@ class SlowdownModel:
         self.monotone = monotone
         self.point = None
         self.interval = None
+        self.conformal_log_width = 0.0
 
     def _constraints(self) -> str:
         return "(" + ",".join("1" if (self.monotone and f in MONOTONE_INCREASING) else "0" for f in FEATURES) + ")"
 
-    def fit(self, X: np.ndarray, slowdown: np.ndarray) -> "SlowdownModel":
+    def _fit_point(self, X, y):
+        import xgboost as xgb
+
+        m = xgb.XGBRegressor(objective="reg:squarederror", monotone_constraints=self._constraints(), **self.params)
+        return m.fit(X, y)
+
+    def fit(self, X: np.ndarray, slowdown: np.ndarray, groups: np.ndarray | None = None, calibrate: bool = True) -> "SlowdownModel":
+        """Fit log(slowdown). With ``groups`` (one label per set), the interval is also
+        calibrated by split-conformal prediction: an inner 3-fold CV over groups gives
+        out-of-fold log residuals, and the interval is widened to at least their
+        ``INTERVAL_COVERAGE`` quantile."""
         import xgboost as xgb
 
         y = np.log(np.asarray(slowdown, float))
-        self.point = xgb.XGBRegressor(objective="reg:squarederror", monotone_constraints=self._constraints(), **self.params)
-        self.point.fit(X, y)
+        self.point = self._fit_point(X, y)
         self.interval = xgb.XGBRegressor(objective="reg:quantileerror", quantile_alpha=np.array(INTERVAL_QUANTILES),
                                          **self.params)
         self.interval.fit(X, y)
+        if calibrate and groups is not None:
+            groups = np.asarray(groups)
+            uniq = np.unique(groups)
+            if len(uniq) >= 6:
+                rng = np.random.default_rng(0)
+                fold_of = dict(zip(rng.permutation(uniq), np.arange(len(uniq)) % 3))
+                folds = np.array([fold_of[g] for g in groups])
+                resid = np.empty(len(y))
+                for k in range(3):
+                    te = folds == k
+                    resid[te] = y[te] - self._fit_point(X[~te], y[~te]).get_booster().inplace_predict(X[te])
+                n = len(resid)
+                q = min(1.0, np.ceil((n + 1) * INTERVAL_COVERAGE) / n)
+                self.conformal_log_width = float(np.quantile(np.abs(resid), q))
         return self
 
     def predict(self, X: np.ndarray) -> np.ndarray:
@@ -79,7 +104,8 @@ class SlowdownModel:
         """(lo, hi) slowdown of each row; always contains the point prediction."""
         q = np.exp(np.asarray(self.interval.get_booster().inplace_predict(X)).reshape(len(X), -1))
         p = self.predict(X)
-        return np.column_stack([np.minimum(q[:, 0], p), np.maximum(q[:, -1], p)])
+        w = np.exp(self.conformal_log_width)
+        return np.column_stack([np.minimum(q[:, 0], p / w), np.maximum(q[:, -1], p * w)])
 
     def feature_importance(self) -> pd.Series:
         imp = self.point.get_booster().get_score(importance_type="gain")
@@ -172,6 +198,7 @@ class Predictor:
         if list(man.get("features", [])) != list(FEATURES):
             raise SchemaError(path, "model was trained on a different feature schema than this colopred computes")
         model = SlowdownModel(man.get("params"), man.get("monotone", True))
+        model.conformal_log_width = float(man.get("conformal_log_width", 0.0))
         for part in ("point", "interval"):
             entry = man.get("files", {}).get(part)
             if not entry:
@@ -201,7 +228,8 @@ class Predictor:
         man = {"schema": MANIFEST_SCHEMA, "schema_version": MANIFEST_VERSION, "mode": self.mode,
                "features": list(FEATURES), "monotone_increasing": list(MONOTONE_INCREASING),
                "params": self.model.params, "monotone": self.model.monotone, "target": "log(slowdown)",
-               "interval_quantiles": list(INTERVAL_QUANTILES), "files": files, **self.manifest, **manifest_extra}
+               "interval_quantiles": list(INTERVAL_QUANTILES), "interval_coverage": INTERVAL_COVERAGE,
+               "conformal_log_width": self.model.conformal_log_width, "files": files, **self.manifest, **manifest_extra}
         man_path = path if path.name.endswith(".json") else path.with_suffix(".json")
         tmp = man_path.with_name(man_path.name + ".tmp")
         tmp.write_text(json.dumps(man, indent=1, default=str) + "\n")
