@@ -12,7 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .errors import ColopredError, InputError
+from .errors import ColopredError
 
 
 def _err(msg: str) -> None:

@@ -10,7 +10,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from colopred.harness.reader import read_windows, repeat_noise, set_table, slowdown_table, solo_noise  # noqa: E402

@@ -1,6 +1,5 @@
 """Window schedule, campaign runner, resume and reader, with fake workers (no GPU)."""
 
-import json
 
 import pytest
 

@@ -16,7 +16,7 @@ import itertools
 import json
 import os
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..errors import InputError

@@ -15,7 +15,6 @@ own binary JSON). Nothing is unpickled: a model file cannot run code.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
 import warnings
@@ -335,7 +334,3 @@ class Predictor:
                 raise ValueError(f"job {p.name} fits on no GPU under the limits given")
             best.append(p)
         return [[p.name for p in g] for g in gpus]
-
-
-def all_subsets(n: int, sizes=(2, 3)) -> list[tuple[int, ...]]:
-    return [c for k in sizes for c in itertools.combinations(range(n), k)]
