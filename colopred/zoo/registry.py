@@ -72,6 +72,14 @@ ARCH_FAMILY = {
 SEQ_LEN = {"gpt2_small": 256, "transformer_seq2seq": 128, "lstm_lm": 35}
 PRECISIONS = ("fp32", "bf16")
 OPTIMIZERS = ("sgd", "adamw", "adagrad")
+
+
+def default_optimizer(arch: str) -> str:
+    """AdamW for transformers and ConvNeXt, Adagrad for the recommender, SGD with momentum otherwise."""
+    family = ARCH_FAMILY.get(arch, "cnn")
+    return {"transformer": "adamw", "recsys": "adagrad"}.get(family, "adamw" if arch == "convnext_tiny" else "sgd")
+
+
 _NAME = re.compile(r"^(?P<arch>[a-z0-9_]+)-b(?P<batch>\d+)-(?P<prec>fp32|bf16)(?:-(?P<opt>sgd|adamw|adagrad))?(?P<loader>-loader)?$")
 
 
@@ -107,22 +115,16 @@ class JobSpec:
 
     @property
     def effective_optimizer(self) -> str:
-        if self.optimizer:
-            return self.optimizer
-        return {"transformer": "adamw", "recsys": "adagrad"}.get(self.family, "adamw" if self.arch == "convnext_tiny" else "sgd")
+        return self.optimizer or default_optimizer(self.arch)
 
     @property
     def name(self) -> str:
         s = f"{self.arch}-b{self.batch}-{self.precision}"
-        if self.optimizer and self.optimizer != self.effective_optimizer_default:
+        if self.optimizer and self.optimizer != default_optimizer(self.arch):
             s += f"-{self.optimizer}"
         if self.input == "loader":
             s += "-loader"
         return s
-
-    @property
-    def effective_optimizer_default(self) -> str:
-        return JobSpec(self.arch, self.batch, self.precision).effective_optimizer
 
     @classmethod
     def parse(cls, name: str) -> "JobSpec":
