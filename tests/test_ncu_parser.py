@@ -188,3 +188,13 @@ def test_iteration_time_units_sanity(report_text, write):
     km = kernel_metrics(rep.kernels)
     with pytest.raises(InputError, match="milliseconds"):
         profile_from_ncu(rep, name="x", iteration_ms=km["kernel_ms_total"] / 1000)  # seconds by mistake
+
+
+def test_bad_row_error_names_its_line_in_the_file(report_text, write):
+    lines = report_text.splitlines()
+    h = next(i for i, l in enumerate(lines) if l.startswith('"ID"'))
+    lines.insert(h + 7, '"garbage","x"')
+    path = write("g.csv", "\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=f"malformed line {h + 8} "):
+        read_ncu_csv(path)
+    assert path.read_text().splitlines()[h + 7] == '"garbage","x"'

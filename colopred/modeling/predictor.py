@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, SchemaError
+from ..harness.campaign import CONTEXT_OVERHEAD_GIB
 from ..profile import JobProfile
 from .features import FEATURES, MONOTONE_INCREASING, feature_matrix, profile_matrix
 
@@ -33,7 +34,6 @@ MANIFEST_SCHEMA = "colopred.model"
 MANIFEST_VERSION = 1
 INTERVAL_QUANTILES = (0.05, 0.95)
 INTERVAL_COVERAGE = 0.90
-CONTEXT_OVERHEAD_GIB = 0.6
 DEFAULT_PARAMS = {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
                   "colsample_bytree": 0.8, "min_child_weight": 2, "n_jobs": 1, "random_state": 0}
 

@@ -172,32 +172,24 @@ def read_ncu_csv(
             raise InputError(path, f"metric {col} has unit {unit!r}; expected '%'")
 
     usecols = [col_index[c] for c in wanted]
-    numeric = {col_index[c]: float for c, (_, kind) in wanted.items() if kind != "id"}
-    try:
-        with _open_text(path) as f:
-            df = pd.read_csv(
-                f,
-                header=None,
-                skiprows=header_at + 2,
-                usecols=usecols,
-                dtype={i: (float if i in numeric else str) for i in usecols},
-                thousands=",",
-                keep_default_na=False,
-                na_values=[],
-                engine="c",
-            )
-    except (ValueError, pd.errors.ParserError):
-        # A non-numeric cell somewhere: read as text and find it below.
+    numeric = {col_index[c] for c, (_, kind) in wanted.items() if kind != "id"}
+
+    def read_table(dtype) -> pd.DataFrame:
         try:
             with _open_text(path) as f:
-                df = pd.read_csv(f, header=None, skiprows=header_at + 2, usecols=usecols, dtype=str,
-                                 keep_default_na=False, engine="c")
+                return pd.read_csv(f, header=None, skiprows=header_at + 2, usecols=usecols, dtype=dtype, thousands=",",
+                                   keep_default_na=False, na_values=[], engine="c")
         except pd.errors.EmptyDataError:
-            df = pd.DataFrame(columns=usecols)
+            return pd.DataFrame(columns=usecols)
+
+    try:
+        df = read_table({i: (float if i in numeric else str) for i in usecols})
+    except (ValueError, pd.errors.ParserError):
+        # A non-numeric cell or a malformed line somewhere: read as text and find it below.
+        try:
+            df = read_table(str)
         except (pd.errors.ParserError, ValueError) as e:
             raise InputError(path, f"malformed CSV after the header: {str(e).splitlines()[0]}") from None
-    except pd.errors.EmptyDataError:
-        df = pd.DataFrame(columns=usecols)
     names = {col_index[c]: c for c in wanted}
     df = df.rename(columns=names)
 
@@ -208,7 +200,7 @@ def read_ncu_csv(
         first_bad = int(np.flatnonzero(~is_row.to_numpy())[0])
         text = ids.iloc[first_bad]
         if not text.startswith("=="):
-            raise InputError(path, f"malformed data row {first_bad + 3} (ID {text[:40]!r} is not a kernel ID)")
+            raise InputError(path, f"malformed line {header_at + 3 + first_bad} (ID {text[:40]!r} is not a kernel ID)")
         df = df[is_row.to_numpy()]
     if df.empty:
         raise InputError(path, "the report has no kernels (empty profiling window: check the profiler start/stop range)")
