@@ -96,7 +96,7 @@ def step_smoke(work: Path, a) -> None:
 def step_gpm(work: Path, a) -> None:
     pdir = work / "profiles"
     pdir.mkdir(exist_ok=True)
-    for job in a.jobs + a.extra_gpm:
+    for job in (a.gpm_jobs or a.jobs) + a.extra_gpm:
         out = pdir / f"{job}.nvml.json"
         if out.exists():
             continue
@@ -195,6 +195,7 @@ def main() -> None:
     ap.add_argument("--jobs", default="")
     ap.add_argument("--extra-gpm", default="")
     ap.add_argument("--ncu-jobs", default="", help="jobs for the ncu step (default: --jobs)")
+    ap.add_argument("--gpm-jobs", default="", help="jobs for the gpm step (default: --jobs)")
     ap.add_argument("--cost-job", default="resnet18-b64-fp32")
     ap.add_argument("--ncu-variant", default=None, help="REPLAY/METRICS, e.g. kernel/minimal (default: cheapest faithful)")
     ap.add_argument("--sets", default="pairs+triples")
@@ -206,6 +207,7 @@ def main() -> None:
     a.jobs = [j for j in a.jobs.split(",") if j]
     a.extra_gpm = [j for j in a.extra_gpm.split(",") if j]
     a.ncu_jobs = [j for j in a.ncu_jobs.split(",") if j]
+    a.gpm_jobs = [j for j in a.gpm_jobs.split(",") if j]
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     for name in a.steps.split(","):

@@ -180,3 +180,23 @@ def test_window_length_adapts(tmp_path):
     short, _ = camp.window_seconds(w, {(w.mode, j): 1.0 for j in JOBS})
     long, _ = camp.window_seconds(w, {(w.mode, j): 200.0 for j in JOBS})
     assert long > short and long >= 11 * 0.6
+
+
+def test_resumed_pools_get_the_solo_peaks_already_measured(tmp_path):
+    """A pool that sizes memory (has ``peak_seen_gib``) learns every job's measured solo peak
+    when a campaign resumes, so it can make room before starting a large job's worker."""
+    mem = {"a-b1-fp32": 1.5, "b-b1-fp32": 2.5, "c-b1-fp32": 0.5, "d-b1-fp32": 6.0}
+    cfg = config(modes=("timeslice",))
+    calls: list = []
+    with pytest.raises(KeyboardInterrupt):
+        Campaign(tmp_path, cfg).run(lambda m, j: FakePool(m, j, fail_after=6, mem=mem, calls=calls))
+    seen = []
+
+    class SizingPool(FakePool):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.peak_seen_gib = {}
+            seen.append(self.peak_seen_gib)
+
+    Campaign(tmp_path, resume=True).run(lambda m, j: SizingPool(m, j, mem=mem))
+    assert seen[0] == mem  # the four opening solo windows were recorded before the interrupt

@@ -164,6 +164,11 @@ class Campaign:
                     continue
                 log(f"mode {mode}: {len(todo)} windows to run")
                 pool = pool_factory(mode, self.config.jobs)
+                # Pools that size their memory use get the peaks measured so far (any mode).
+                hints = getattr(pool, "peak_seen_gib", None)
+                if isinstance(hints, dict):
+                    for (_, j), gib in solo_mem.items():
+                        hints[j] = max(hints.get(j, 0.0), gib)
                 try:
                     for w in todo:
                         rec = self._run_one(w, pool, solo_ms, solo_mem)

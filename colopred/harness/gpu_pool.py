@@ -17,6 +17,7 @@ from .mps import MpsDaemon
 from .worker import worker_main
 
 READY_TIMEOUT_S = 600.0
+PRESTART_FRACTION = 0.3  # prestart workers while idle ones hold less than this share of GPU memory
 
 
 @dataclass
@@ -42,6 +43,7 @@ class GpuWorkerPool:
         self.ctx = mp.get_context("spawn")
         self.workers: dict[str, _Worker] = {}
         self.dead: dict[str, str] = {}
+        self.peak_seen_gib: dict[str, float] = {}  # survives a worker's eviction
         self.nvml = None
         self.gpu_name = None
         self.driver = None
@@ -57,9 +59,13 @@ class GpuWorkerPool:
             self.mps = MpsDaemon(mps_dir)
             self.mps.start()
             log(f"MPS daemon started (pipe {self.mps.pipe_dir})")
-        # Build and warm up workers a few at a time, in parallel, before the first window.
+        # Build and warm up workers a few at a time, in parallel, before the first window, while
+        # the idle workers hold less than PRESTART_FRACTION of the GPU (the rest start on demand).
         try:
             for i in range(0, len(jobs) if prestart else 0, max(prestart, 1)):
+                if self.device != "cpu" and self._held_gib() > PRESTART_FRACTION * self.memory_gib:
+                    log(f"prestarted {len(self.workers)} of {len(jobs)} workers; the others start on demand")
+                    break
                 self._ensure(tuple(jobs[i : i + prestart]))
         except BaseException:
             self.close()
@@ -68,13 +74,31 @@ class GpuWorkerPool:
     # ------------------------------------------------------------------ workers
     def _spawn(self, job: str) -> _Worker:
         parent, child = self.ctx.Pipe()
-        p = self.ctx.Process(target=worker_main, args=(job, child, self.device, self.tiny), daemon=True, name=f"colopred-{job}")
+        # Not daemonic: input-bound (loader) jobs start DataLoader worker processes of their own.
+        # The pool stops every worker in close(); the campaign runs in its own process group.
+        p = self.ctx.Process(target=worker_main, args=(job, child, self.device, self.tiny), daemon=False, name=f"colopred-{job}")
         p.start()
         child.close()
         return _Worker(job, p, parent)
 
+    def _held_gib(self, exclude: tuple[str, ...] = ()) -> float:
+        return sum(w.resident_gib + CONTEXT_OVERHEAD_GIB for j, w in self.workers.items() if j not in exclude)
+
     def _ensure(self, jobs: tuple[str, ...]) -> dict[str, str]:
-        """Start missing workers (in parallel). Returns {job: error} for those that failed."""
+        """Start missing workers (in parallel). A worker that runs out of memory while it starts
+        is tried once more after every idle worker is stopped. Returns {job: error} for failures."""
+        failed = self._start(jobs)
+        oom = tuple(j for j, e in failed.items() if e.startswith("oom") and j not in self.dead)
+        idle = [j for j in self.workers if j not in jobs]
+        if oom and idle and self.device != "cpu":
+            for j in idle:
+                self._stop_worker(j)
+            self.log(f"stopped {len(idle)} idle workers to start {', '.join(oom)}")
+            retried = self._start(oom)
+            failed = {j: e for j, e in failed.items() if j not in oom} | retried
+        return failed
+
+    def _start(self, jobs: tuple[str, ...]) -> dict[str, str]:
         failed: dict[str, str] = {}
         new = []
         for j in jobs:
@@ -127,7 +151,7 @@ class GpuWorkerPool:
             return
         budget = self.memory_gib * 0.92
         need = sum(self.workers[j].peak_gib + CONTEXT_OVERHEAD_GIB for j in jobs if j in self.workers)
-        need += sum(CONTEXT_OVERHEAD_GIB + 2.0 for j in jobs if j not in self.workers)
+        need += sum(CONTEXT_OVERHEAD_GIB + self.peak_seen_gib.get(j, 2.0) for j in jobs if j not in self.workers)
         idle = sorted((w for j, w in self.workers.items() if j not in jobs), key=lambda w: w.last_used)
         held = sum(w.resident_gib + CONTEXT_OVERHEAD_GIB for w in idle)
         while idle and held + need > budget:
@@ -177,6 +201,7 @@ class GpuWorkerPool:
                 self._kill(w)
             else:
                 w.peak_gib = max(w.peak_gib, res.get("peak_memory_gib") or 0.0)
+                self.peak_seen_gib[j] = max(self.peak_seen_gib.get(j, 0.0), w.peak_gib)
                 w.resident_gib = res.get("resident_gib") or w.resident_gib
                 w.last_used = time.monotonic()
                 results[j] = res
