@@ -36,7 +36,7 @@ def main() -> None:
     print("\n## Jobs (ncu profiles)\n")
     cov = s.groupby("job")["set"].nunique().rename("sets measured")
     t = profs[["name", "iteration_ms", "busy_fraction", "dram_util_pct", "achieved_occupancy_pct", "kernels_per_iteration", "peak_memory_gib"]]
-    t = t.merge(cov, left_on="name", right_index=True, how="left")
+    t = t.merge(cov, left_on="name", right_index=True, how="left").fillna({"sets measured": 0}).astype({"sets measured": int})
     print(md(t.round(3)))
     print("\n## Solo noise (CV of repeated solo windows, per job)\n")
     n = solo_noise(w)
@@ -62,7 +62,7 @@ def main() -> None:
 
     # Figures
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    jobs = sorted(set(s["job"]))
+    jobs = sorted(set(s["job"]) | {j for x in st["set"].unique() for j in x.split("+")})
     mat = pd.DataFrame(0, index=jobs, columns=jobs)
     for sset in st[st["status"] == "ok"]["set"].unique():
         m = sset.split("+")

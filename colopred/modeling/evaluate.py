@@ -8,7 +8,8 @@ Splits (all grouped so that a set's repeated measurements never straddle train/t
 Metrics: MAPE of per-job slowdown; MAE of δ; agreement on whether a set pays off
 (normalised throughput > 1); Spearman rank correlation, per job, of its partners ordered
 by slowdown (pairs only); coverage of the 90% interval (quantile model widened by
-split-conformal calibration inside each training fold).
+split-conformal calibration inside each training fold, its inner folds grouped by the
+target job's architecture so that the width reflects jobs the model has not seen).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .dataset import Dataset
-from .features import FEATURES
+from .features import FEATURES, contention_load
 from .predictor import SlowdownModel
 
 # ------------------------------------------------------------------ baselines
@@ -57,6 +58,19 @@ class LinearBaseline:
 
     def predict(self, X):
         return np.exp(self.m.predict(X))
+
+
+class ContentionBaseline:
+    """The model's own baseline alone: s = 1 + α · L, α fitted by least squares (no trees)."""
+
+    def fit(self, X, s):
+        from .predictor import SlowdownModel
+
+        self.alpha = SlowdownModel.fit_alpha(contention_load(X), np.asarray(s, float))
+        return self
+
+    def predict(self, X):
+        return 1.0 + self.alpha * contention_load(X)
 
 
 FIXED_BASELINES: dict[str, Callable[[pd.DataFrame], np.ndarray]] = {
@@ -151,8 +165,9 @@ def evaluate_mode(df: pd.DataFrame, params: dict | None = None) -> tuple[pd.Data
         iv_all = np.full((len(df), 2), np.nan)
         covered = np.zeros(len(df), bool)
         for _, tr, te in splits(df, kind):
-            m = SlowdownModel(params).fit(X[tr], s[tr], groups=df["set"].to_numpy()[tr])
-            for name, p in (("colopred (XGBoost)", m.predict(X[te])), ("linear (ridge)", LinearBaseline().fit(X[tr], s[tr]).predict(X[te]))):
+            m = SlowdownModel(params).fit(X[tr], s[tr], groups=df["arch"].to_numpy()[tr])
+            for name, p in (("colopred (XGBoost)", m.predict(X[te])), ("linear (ridge)", LinearBaseline().fit(X[tr], s[tr]).predict(X[te])),
+                            ("contention baseline (fitted α)", ContentionBaseline().fit(X[tr], s[tr]).predict(X[te]))):
                 pred_all.setdefault(name, np.full(len(df), np.nan))[te] = p
             iv_all[te] = m.predict_interval(X[te])
             covered[te] = True

@@ -17,13 +17,27 @@ from ..profile import JobProfile
 # Per-job base features, computed from a JobProfile.
 BASE = ("busy", "dram_util", "dram_demand", "occupancy", "occ_demand", "log_iter_ms", "log_kernels", "mean_kernel_us", "mem_gib")
 CO_AGG = ("busy", "dram_demand", "occ_demand", "dram_util", "mem_gib")
+AGGS = ("sum", "max", "min", "mean")
+# Every column of a feature row (the set's totals are t_x + co_sum_x).
 FEATURES = tuple(
     [f"t_{b}" for b in BASE]
-    + [f"co_{agg}_{b}" for b in CO_AGG for agg in ("sum", "max", "min")]
+    + [f"co_{agg}_{b}" for b in CO_AGG for agg in AGGS]
     + ["n_jobs"]
 )
-# Physics says slowdown does not fall as co-runners demand more of the GPU.
-MONOTONE_INCREASING = ("co_sum_busy", "co_sum_dram_demand", "co_sum_occ_demand", "n_jobs")
+# The columns the trees see: no sums and no set size, whose values grow with the set and
+# would leave the training range for sets larger than those measured. How much of the GPU
+# the co-runners take enters through the contention baseline (see contention_load), and
+# the trees model the ratio of the slowdown to it.
+MODEL_FEATURES = tuple(f for f in FEATURES if not f.startswith("co_sum_") and f != "n_jobs")
+# Physics says the slowdown does not fall as co-runners demand more bandwidth or SMs.
+MONOTONE_INCREASING = ("co_mean_dram_demand", "co_mean_occ_demand")
+
+
+def contention_load(X: np.ndarray) -> np.ndarray:
+    """Co-runners' summed busy fraction times the target's own (≤ 1), from FEATURES rows:
+    the share of the target's GPU time that other jobs' kernels compete for."""
+    X = np.asarray(X, dtype=np.float64)
+    return X[:, FEATURES.index("co_sum_busy")] * np.minimum(1.0, X[:, FEATURES.index("t_busy")])
 
 
 def base_vector(p: JobProfile) -> np.ndarray:
@@ -78,7 +92,8 @@ def feature_matrix(P: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray, np.ndar
             co_min = np.nanmin(np.where(np.isnan(others), np.inf, others), axis=1) if k > 1 else np.zeros_like(co_sum)
         co_max = np.where(np.isfinite(co_max), co_max, 0.0)
         co_min = np.where(np.isfinite(co_min), co_min, 0.0)
-        agg = np.stack([co_sum, co_max, co_min], axis=2).reshape(len(own), -1)  # b-major: sum,max,min per base
+        co_mean = co_sum / np.maximum(n_jobs[m, None] - 1, 1)
+        agg = np.stack([co_sum, co_max, co_min, co_mean], axis=2).reshape(len(own), -1)  # per base: AGGS order
         rows.append(np.hstack([own, agg, n_jobs[m, None].astype(float)]))
         set_of.append(np.flatnonzero(m))
         pos_of.append(np.full(m.sum(), i))

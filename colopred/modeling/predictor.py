@@ -1,8 +1,15 @@
 """The slowdown model and the scheduler-facing ``Predictor``.
 
-One model per sharing mode predicts log(slowdown) of each job in a set with XGBoost
-(monotone in co-runner demand); a second XGBoost model gives the 5th/95th percentile
-(``reg:quantileerror``) for the interval. δ and throughput are derived from the
+One model per sharing mode predicts the slowdown of each job in a set as a contention
+baseline times a learned correction:
+
+  s = (1 + α · L) · exp(f(x))      L = Σ_{k≠j} busy_k · min(1, busy_j)   (contention_load)
+
+α is fitted per mode by least squares; f is XGBoost on set-size-free features (the target's
+profile and the mean/max/min of its co-runners'), monotone in co-runner demand. The
+baseline carries the set size, so sets larger than any in training stay in the trees'
+range. A second XGBoost model gives the 5th/95th percentile of f (``reg:quantileerror``)
+for the interval. δ and throughput are derived from the
 predicted slowdowns, so they are always consistent with them:
 
   δ = Σ_j t_j / max_j (t_j s_j)        throughput = Σ_j 1 / s_j
@@ -28,10 +35,10 @@ import pandas as pd
 from ..errors import InputError, SchemaError
 from ..harness.campaign import CONTEXT_OVERHEAD_GIB
 from ..profile import JobProfile
-from .features import FEATURES, MONOTONE_INCREASING, feature_matrix, profile_matrix
+from .features import FEATURES, MODEL_FEATURES, MONOTONE_INCREASING, contention_load, feature_matrix, profile_matrix
 
 MANIFEST_SCHEMA = "colopred.model"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 INTERVAL_QUANTILES = (0.05, 0.95)
 INTERVAL_COVERAGE = 0.90
 DEFAULT_PARAMS = {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
@@ -48,67 +55,105 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _booster(reg, n_rows: int):
+    """The regressor's booster, using every core for large batches (one thread for small ones,
+    where starting threads costs more than it saves)."""
+    b = reg.get_booster()
+    if n_rows >= 10_000:
+        b.set_param({"nthread": os.cpu_count() or 1})
+    return b
+
+
 class SlowdownModel:
-    """scikit-learn-style estimator of per-job slowdown from feature rows."""
+    """scikit-learn-style estimator of per-job slowdown from FEATURES rows."""
+
+    _cols = np.array([FEATURES.index(f) for f in MODEL_FEATURES])
 
     def __init__(self, params: dict | None = None, monotone: bool = True):
         self.params = {**DEFAULT_PARAMS, **(params or {})}
         self.monotone = monotone
         self.point = None
         self.interval = None
+        self.contention_alpha = 0.0
         self.conformal_log_width = 0.0
 
     def _constraints(self) -> str:
-        return "(" + ",".join("1" if (self.monotone and f in MONOTONE_INCREASING) else "0" for f in FEATURES) + ")"
+        return "(" + ",".join("1" if (self.monotone and f in MONOTONE_INCREASING) else "0" for f in MODEL_FEATURES) + ")"
 
-    def _fit_point(self, X, y):
+    def _fit_point(self, Xm, r):
         import xgboost as xgb
 
         m = xgb.XGBRegressor(objective="reg:squarederror", monotone_constraints=self._constraints(), **self.params)
-        return m.fit(X, y)
+        return m.fit(Xm, r)
+
+    @staticmethod
+    def fit_alpha(load: np.ndarray, slowdown: np.ndarray) -> float:
+        """Least-squares α ≥ 0 of s − 1 = α · L."""
+        den = float(np.sum(load * load))
+        return max(0.0, float(np.sum(load * (slowdown - 1.0))) / den) if den > 0 else 0.0
+
+    def baseline(self, X: np.ndarray) -> np.ndarray:
+        """The contention baseline 1 + α · L of each row."""
+        return 1.0 + self.contention_alpha * contention_load(X)
 
     def fit(self, X: np.ndarray, slowdown: np.ndarray, groups: np.ndarray | None = None, calibrate: bool = True) -> "SlowdownModel":
-        """Fit log(slowdown). With ``groups`` (one label per set), the interval is also
-        calibrated by split-conformal prediction: an inner 3-fold CV over groups gives
-        out-of-fold log residuals, and the interval is widened to at least their
-        ``INTERVAL_COVERAGE`` quantile."""
+        """Fit α, then f on r = log(s) − log(1 + α L). With ``groups`` (one label per row:
+        its set, or its architectures for intervals that must hold on unseen jobs), the
+        interval is also calibrated by split-conformal prediction: an inner 3-fold CV over
+        groups gives out-of-fold log residuals, and the interval is widened to at least
+        their ``INTERVAL_COVERAGE`` quantile."""
         import xgboost as xgb
 
-        y = np.log(np.asarray(slowdown, float))
-        self.point = self._fit_point(X, y)
+        X = np.asarray(X, dtype=np.float64)
+        s = np.asarray(slowdown, float)
+        self.contention_alpha = self.fit_alpha(contention_load(X), s)
+        r = np.log(s) - np.log(self.baseline(X))
+        Xm = X[:, self._cols]
+        self.point = self._fit_point(Xm, r)
         self.interval = xgb.XGBRegressor(objective="reg:quantileerror", quantile_alpha=np.array(INTERVAL_QUANTILES),
                                          **self.params)
-        self.interval.fit(X, y)
+        self.interval.fit(Xm, r)
         if calibrate and groups is not None:
             groups = np.asarray(groups)
             uniq = np.unique(groups)
-            if len(uniq) >= 6:
+            if len(uniq) >= 3:
                 rng = np.random.default_rng(0)
                 fold_of = dict(zip(rng.permutation(uniq), np.arange(len(uniq)) % 3))
                 folds = np.array([fold_of[g] for g in groups])
-                resid = np.empty(len(y))
+                resid = np.empty(len(r))
                 for k in range(3):
                     te = folds == k
-                    resid[te] = y[te] - self._fit_point(X[~te], y[~te]).get_booster().inplace_predict(X[te])
+                    a = self.fit_alpha(contention_load(X[~te]), s[~te])
+                    r_tr = np.log(s[~te]) - np.log1p(a * contention_load(X[~te]))
+                    pred = np.log1p(a * contention_load(X[te])) + self._fit_point(Xm[~te], r_tr).get_booster().inplace_predict(Xm[te])
+                    resid[te] = np.log(s[te]) - pred
                 n = len(resid)
                 q = min(1.0, np.ceil((n + 1) * INTERVAL_COVERAGE) / n)
                 self.conformal_log_width = float(np.quantile(np.abs(resid), q))
         return self
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        """Slowdown (≥ 0) of each row."""
-        return np.exp(self.point.get_booster().inplace_predict(X))
+        """Slowdown (> 0) of each row."""
+        X = np.asarray(X, dtype=np.float64)
+        return self.baseline(X) * np.exp(_booster(self.point, len(X)).inplace_predict(X[:, self._cols]))
 
     def predict_interval(self, X: np.ndarray) -> np.ndarray:
         """(lo, hi) slowdown of each row; always contains the point prediction."""
-        q = np.exp(np.asarray(self.interval.get_booster().inplace_predict(X)).reshape(len(X), -1))
-        p = self.predict(X)
+        return self.predict_with_interval(X)[1]
+
+    def predict_with_interval(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(slowdown, (lo, hi)) of each row, sharing one pass over the features."""
+        X = np.asarray(X, dtype=np.float64)
+        Xm = X[:, self._cols]
+        base = self.baseline(X)
+        p = base * np.exp(_booster(self.point, len(X)).inplace_predict(Xm))
+        q = np.exp(np.asarray(_booster(self.interval, len(X)).inplace_predict(Xm)).reshape(len(X), -1)) * base[:, None]
         w = np.exp(self.conformal_log_width)
-        return np.column_stack([np.minimum(q[:, 0], p / w), np.maximum(q[:, -1], p * w)])
+        return p, np.column_stack([np.minimum(q[:, 0], p / w), np.maximum(q[:, -1], p * w)])
 
     def feature_importance(self) -> pd.Series:
         imp = self.point.get_booster().get_score(importance_type="gain")
-        return pd.Series({f: imp.get(f"f{i}", imp.get(f, 0.0)) for i, f in enumerate(FEATURES)}).sort_values(ascending=False)
+        return pd.Series({f: imp.get(f"f{i}", imp.get(f, 0.0)) for i, f in enumerate(MODEL_FEATURES)}).sort_values(ascending=False)
 
 
 @dataclass(frozen=True)
@@ -194,10 +239,14 @@ class Predictor:
             raise SchemaError(path, "not a colopred model manifest")
         if man.get("schema_version") != MANIFEST_VERSION:
             raise SchemaError(path, f"model schema version {man.get('schema_version')!r} is not supported (expected {MANIFEST_VERSION})")
-        if list(man.get("features", [])) != list(FEATURES):
+        if list(man.get("features", [])) != list(FEATURES) or list(man.get("model_features", [])) != list(MODEL_FEATURES):
             raise SchemaError(path, "model was trained on a different feature schema than this colopred computes")
+        alpha = man.get("contention_alpha")
+        if not isinstance(alpha, (int, float)) or not np.isfinite(alpha) or alpha < 0:
+            raise SchemaError(path, "manifest has no valid contention_alpha")
         model = SlowdownModel(man.get("params"), man.get("monotone", True))
         model.conformal_log_width = float(man.get("conformal_log_width", 0.0))
+        model.contention_alpha = float(alpha)
         for part in ("point", "interval"):
             entry = man.get("files", {}).get(part)
             if not entry:
@@ -225,8 +274,10 @@ class Predictor:
             getattr(self.model, part).save_model(str(f))
             files[part] = {"path": f.name, "sha256": _sha256(f)}
         man = {"schema": MANIFEST_SCHEMA, "schema_version": MANIFEST_VERSION, "mode": self.mode,
-               "features": list(FEATURES), "monotone_increasing": list(MONOTONE_INCREASING),
-               "params": self.model.params, "monotone": self.model.monotone, "target": "log(slowdown)",
+               "features": list(FEATURES), "model_features": list(MODEL_FEATURES),
+               "monotone_increasing": list(MONOTONE_INCREASING), "params": self.model.params,
+               "monotone": self.model.monotone, "contention_alpha": self.model.contention_alpha,
+               "target": "log(slowdown) - log(1 + contention_alpha * contention_load)",
                "interval_quantiles": list(INTERVAL_QUANTILES), "interval_coverage": INTERVAL_COVERAGE,
                "conformal_log_width": self.model.conformal_log_width, "files": files, **self.manifest, **manifest_extra}
         man_path = path if path.name.endswith(".json") else path.with_suffix(".json")
@@ -256,8 +307,7 @@ class Predictor:
         X, _, pos = feature_matrix(P, np.arange(len(profiles))[None, :])
         s = np.empty(len(profiles))
         iv = np.empty((len(profiles), 2))
-        s[pos] = self.model.predict(X)
-        iv[pos] = self.model.predict_interval(X)
+        s[pos], iv[pos] = self.model.predict_with_interval(X)
         mem = [p.peak_memory_gib for p in profiles]
         gpu_mem = max(p.gpu.memory_gib for p in profiles)
         need = sum(m or 0.0 for m in mem) + CONTEXT_OVERHEAD_GIB * len(profiles)
@@ -282,9 +332,16 @@ class Predictor:
 
     def _predict_index(self, profiles: list[JobProfile], idx: np.ndarray) -> pd.DataFrame:
         P = profile_matrix(profiles)
-        X, set_of, pos = feature_matrix(P, idx)
-        s = np.full(idx.shape, np.nan)
-        s[set_of, pos] = self.model.predict(X)
+        # Identical sets (the same members in any order) are predicted once: sort each set's
+        # members, predict the distinct sorted sets, and put the slowdowns back in order.
+        order = np.argsort(idx, axis=1, kind="stable")
+        key = np.take_along_axis(idx, order, axis=1)
+        uniq, inv = np.unique(key, axis=0, return_inverse=True)
+        X, set_of, pos = feature_matrix(P, uniq)
+        s_uniq = np.full(uniq.shape, np.nan)
+        s_uniq[set_of, pos] = self.model.predict(X)
+        s = np.empty(idx.shape)
+        np.put_along_axis(s, order, s_uniq[inv.reshape(-1)], axis=1)
         t = np.array([p.iteration_ms for p in profiles])[np.where(idx >= 0, idx, 0)]
         t = np.where(idx >= 0, t, np.nan)
         mem = np.array([p.peak_memory_gib or 0.0 for p in profiles])[np.where(idx >= 0, idx, 0)]
@@ -292,7 +349,9 @@ class Predictor:
         gpu_mem = max(p.gpu.memory_gib for p in profiles)
         delta = np.nansum(t, 1) / np.nanmax(t * s, 1)
         thr = np.nansum(1.0 / s, 1)
-        return pd.DataFrame({"slowdowns": [tuple(r[~np.isnan(r)]) for r in s], "delta": delta, "throughput": thr,
+        rows = s.tolist()
+        slowdowns = [tuple(x for x in r if x == x) for r in rows] if np.isnan(s).any() else list(map(tuple, rows))
+        return pd.DataFrame({"slowdowns": slowdowns, "delta": delta, "throughput": thr,
                              "fits_memory": need <= gpu_mem})
 
     def rank_partners(self, job: JobProfile, candidates: Sequence[JobProfile], k: int | None = None) -> pd.DataFrame:

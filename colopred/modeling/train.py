@@ -21,7 +21,7 @@ def train(data_dir: str | Path, out: str | Path, modes=("timeslice", "mps"), wit
         if df.empty:
             log(f"{mode}: no measurements, skipped")
             continue
-        model = SlowdownModel().fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy(), groups=df["set"].to_numpy())
+        model = SlowdownModel().fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy(), groups=df["arch"].to_numpy())
         metrics = {}
         if with_metrics:
             t, _ = evaluate_mode(df)
