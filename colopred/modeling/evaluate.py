@@ -200,5 +200,8 @@ def evaluate(ds: Dataset, out_dir: str | Path | None = None, modes=("timeslice",
     if out_dir is not None:
         from .report import write_report
 
-        write_report(Path(out_dir), ds, table, pd.concat(preds, ignore_index=True), models)
+        from .placement import placement_table
+
+        log("placement on measured data")
+        write_report(Path(out_dir), ds, table, pd.concat(preds, ignore_index=True), models, placement_table(ds, modes))
     return table

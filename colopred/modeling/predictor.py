@@ -364,32 +364,59 @@ class Predictor:
 
     def pack(self, jobs: Sequence[JobProfile], n_gpus: int, max_per_gpu: int = 3,
              max_slowdown: float | None = None) -> list[list[str]]:
-        """Place jobs on ``n_gpus`` GPUs to maximise total normalised throughput.
+        """Place jobs on ``n_gpus`` GPUs to maximise total predicted normalised throughput
+        (Σ over GPUs of Σ_j 1/s_j; a job alone counts 1).
 
-        Greedy: start one job per GPU (largest GPU time first); then add each remaining
-        job where the predicted gain in throughput is largest, subject to memory,
-        ``max_per_gpu`` and ``max_slowdown``. Jobs that fit nowhere stay unplaced (raise).
+        Greedy start (one job per GPU, largest GPU time first, then each remaining job where
+        the predicted gain is largest), then local search: moves of one job and swaps of two
+        jobs between GPUs, kept while they raise the total. Every GPU respects memory,
+        ``max_per_gpu`` and ``max_slowdown``; a job that fits nowhere raises ``ValueError``.
         """
+        cache: dict[tuple[str, ...], float | None] = {}
+
+        def value(g: list[JobProfile]) -> float | None:
+            """Predicted throughput of one GPU's jobs, or None where the limits forbid them."""
+            if len(g) <= 1:
+                return float(len(g))
+            if len(g) > max_per_gpu:
+                return None
+            key = tuple(sorted(p.name for p in g))
+            if key not in cache:
+                pred = self.predict(g)
+                ok = pred.fits_memory and (max_slowdown is None or max(pred.slowdown) <= max_slowdown)
+                cache[key] = pred.throughput if ok else None
+            return cache[key]
+
         order = sorted(jobs, key=lambda p: -p.gpu_busy_ms)
         gpus: list[list[JobProfile]] = [[p] for p in order[:n_gpus]]
         gpus += [[] for _ in range(n_gpus - len(gpus))]
         for p in order[n_gpus:]:
             best, best_gain = None, -np.inf
             for g in gpus:
-                if len(g) >= max_per_gpu:
-                    continue
-                new = g + [p]
-                if len(new) == 1:
-                    gain = 1.0
-                else:
-                    pred = self.predict(new)
-                    if not pred.fits_memory or (max_slowdown is not None and max(pred.slowdown) > max_slowdown):
-                        continue
-                    old = 1.0 if len(g) == 1 else (self.predict(g).throughput if g else 0.0)
-                    gain = pred.throughput - old
-                if gain > best_gain:
-                    best, best_gain = g, gain
+                new, old = value(g + [p]), value(g)
+                if new is not None and new - old > best_gain:
+                    best, best_gain = g, new - old
             if best is None:
                 raise ValueError(f"job {p.name} fits on no GPU under the limits given")
             best.append(p)
+        for _ in range(100):  # local search: take the best move or swap while it raises the total
+            best_step, best_gain = None, 1e-9
+            for i in range(n_gpus):
+                for k in range(n_gpus):
+                    if i == k:
+                        continue
+                    gi, gk = gpus[i], gpus[k]
+                    before = value(gi) + value(gk)
+                    for a in gi:
+                        for b in [None, *gk]:
+                            if b is not None and k < i:
+                                continue  # each swap once
+                            ni = [p for p in gi if p is not a] + ([b] if b is not None else [])
+                            nk = [p for p in gk if p is not b] + [a]
+                            vi, vk = value(ni), value(nk)
+                            if vi is not None and vk is not None and vi + vk - before > best_gain:
+                                best_step, best_gain = (i, k, ni, nk), vi + vk - before
+            if best_step is None:
+                break
+            i, k, gpus[i], gpus[k] = best_step
         return [[p.name for p in g] for g in gpus]

@@ -20,7 +20,8 @@ def _md_table(df: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
-def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFrame, models: dict) -> Path:
+def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFrame, models: dict,
+                 placement: pd.DataFrame | None = None) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -84,6 +85,23 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
             if t.empty:
                 continue
             lines += [f"## {mode}, split: {split}", "", _md_table(t[["method"] + COLS]), ""]
+    if placement is not None and not placement.empty:
+        lines += ["## Placement on measured data (`Predictor.pack` vs random and one job per GPU)", "",
+                  "Jobs placed two per GPU; each placement is valued by the *measured* normalised throughput of its pairs. "
+                  "colopred's model here was trained without any measured set made only of the scenario's jobs.", ""]
+        fig, axes = plt.subplots(1, placement["mode"].nunique(), figsize=(6 * placement["mode"].nunique(), 3.6), squeeze=False)
+        for ax, (mode, t) in zip(axes[0], placement.groupby("mode", sort=False)):
+            lines += [f"**{mode}**: {t['scenario'].iloc[0]}. colopred placed: {t['colopred_placement'].iloc[0]}.", "",
+                      _md_table(t[[c for c in ("policy", "jobs_running", "throughput", "throughput_per_gpu", "p5", "p95",
+                                               "rank_among_placements") if c in t]]), ""]
+            ax.barh(t["policy"], t["throughput_per_gpu"], color=["#999", "#bbb", "tab:blue", "#555"][: len(t)])
+            ax.invert_yaxis()
+            ax.set(xlabel="measured normalised throughput per GPU", title=mode)
+        fig.tight_layout()
+        fig.savefig(out / "placement.png", dpi=110)
+        plt.close(fig)
+        figs.append("placement.png")
+        placement.drop(columns=["colopred_placement"]).to_csv(out / "placement.csv", index=False)
     lines += [f"![{f}]({f})" for f in figs]
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")

@@ -1,0 +1,111 @@
+"""How good are ``Predictor.pack`` placements, judged by *measured* throughput.
+
+Scenario: a group of jobs whose every pair was measured, placed two per GPU on
+``len(jobs) / 2`` GPUs. Each placement is a perfect matching of the jobs; its value is the
+measured normalised throughput Σ_pairs Σ_j t_j / t'_j (mean over a pair's repeated windows).
+Policies compared:
+
+  one job per GPU     half of the jobs run, alone: throughput = number of GPUs
+  random              the mean (and 5th/95th percentile) over every perfect matching
+  colopred pack       ``Predictor.pack`` with a model trained *without* any measured set made
+                      only of the scenario's jobs, so none of the placed pairs was seen
+  best (oracle)       the best matching by measured throughput
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .dataset import Dataset
+from .features import FEATURES
+from .predictor import Predictor, SlowdownModel
+
+
+def perfect_matchings(items: Sequence[str]) -> Iterator[list[tuple[str, str]]]:
+    """Every way to split an even number of items into unordered pairs ((n-1)!! of them)."""
+    items = list(items)
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for i, other in enumerate(rest):
+        for m in perfect_matchings(rest[:i] + rest[i + 1 :]):
+            yield [(first, other), *m]
+
+
+def measured_pair_throughput(df: pd.DataFrame) -> dict[frozenset, float]:
+    """Mean measured normalised throughput of each measured pair (over its repeated windows)."""
+    pairs = df[df["n_jobs"] == 2].groupby("window_id").agg(set=("set", "first"), throughput=("throughput", "first"))
+    return {frozenset(s.split("+")): float(t) for s, t in pairs.groupby("set")["throughput"].mean().items()}
+
+
+def compare_placements(ds: Dataset, mode: str, jobs: Sequence[str]) -> pd.DataFrame:
+    """Measured throughput of each policy's placement of ``jobs`` two per GPU (see module doc)."""
+    jobs = sorted(jobs)
+    if len(jobs) % 2:
+        raise ValueError("the scenario needs an even number of jobs")
+    df = ds.for_mode(mode)
+    thr = measured_pair_throughput(df)
+    missing = [f"{a}+{b}" for a, b in ((a, b) for i, a in enumerate(jobs) for b in jobs[i + 1 :]) if frozenset((a, b)) not in thr]
+    if missing:
+        raise ValueError(f"{mode}: {len(missing)} pairs of the scenario were never measured, e.g. {missing[0]}")
+    value = lambda m: sum(thr[frozenset(p)] for p in m)  # noqa: E731
+    values = np.array([value(m) for m in perfect_matchings(jobs)])
+    # A model that never saw a set made only of these jobs.
+    inside = df["set"].map(lambda s: set(s.split("+")) <= set(jobs))
+    train = df[~inside]
+    model = SlowdownModel().fit(train[list(FEATURES)].to_numpy(), train["slowdown"].to_numpy())
+    placed = Predictor(model=model, mode=mode).pack([ds.profiles[j] for j in jobs], n_gpus=len(jobs) // 2, max_per_gpu=2)
+    packed = value([tuple(g) for g in placed])
+    n_gpus = len(jobs) // 2
+    rows = [
+        {"policy": "one job per GPU", "jobs_running": n_gpus, "throughput": float(n_gpus)},
+        {"policy": f"random (mean of {len(values)} placements)", "jobs_running": len(jobs), "throughput": float(values.mean()),
+         "p5": float(np.percentile(values, 5)), "p95": float(np.percentile(values, 95))},
+        {"policy": "colopred pack (pairs unseen in training)", "jobs_running": len(jobs), "throughput": packed,
+         "rank_among_placements": int((values > packed + 1e-12).sum()) + 1},
+        {"policy": "best (oracle)", "jobs_running": len(jobs), "throughput": float(values.max())},
+    ]
+    out = pd.DataFrame(rows)
+    out.insert(0, "mode", mode)
+    out["throughput_per_gpu"] = out["throughput"] / n_gpus
+    out.attrs["placement"] = " | ".join("+".join(g) for g in placed)
+    out.attrs["training_rows"] = len(train)
+    return out
+
+
+def find_scenario(ds: Dataset, mode: str) -> list[str] | None:
+    """The largest even group of jobs, taken from one campaign, whose every pair was measured
+    in ``mode`` (trimmed by one job if odd); None if no campaign has 4 or more such jobs."""
+    df = ds.for_mode(mode)
+    thr = measured_pair_throughput(df)
+    best: list[str] = []
+    for _, c in df.groupby("campaign"):
+        jobs = sorted({j for s in c["set"] for j in s.split("+")})
+        # drop the job missing the most pairs until the rest form a complete graph
+        while len(jobs) >= 4:
+            miss = {j: sum(frozenset((j, k)) not in thr for k in jobs if k != j) for j in jobs}
+            if not any(miss.values()):
+                break
+            jobs.remove(max(miss, key=lambda j: (miss[j], j)))
+        if len(jobs) % 2:
+            jobs = jobs[:-1]
+        if len(jobs) >= 4 and len(jobs) > len(best):
+            best = jobs
+    return best or None
+
+
+def placement_table(ds: Dataset, modes=("timeslice", "mps")) -> pd.DataFrame:
+    """``compare_placements`` on each mode's ``find_scenario`` group (empty if none)."""
+    out = []
+    for mode in modes:
+        jobs = find_scenario(ds, mode)
+        if jobs:
+            t = compare_placements(ds, mode, jobs)
+            t["scenario"] = f"{len(jobs)} jobs on {len(jobs) // 2} GPUs: {', '.join(jobs)}"
+            t["colopred_placement"] = t.attrs["placement"]
+            out.append(t)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
