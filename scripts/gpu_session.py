@@ -30,6 +30,7 @@ from pathlib import Path
 
 T0 = time.monotonic()
 PY = sys.executable
+CHILDREN: set[int] = set()  # process groups of running steps (stopped on SIGTERM)
 
 
 def elapsed() -> float:
@@ -45,6 +46,7 @@ def sh(cmd: list[str], timeout: float, log_path: Path | None = None, env=None) -
     t = time.monotonic()
     out = open(log_path, "a") if log_path else subprocess.DEVNULL
     p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env or os.environ.copy(), start_new_session=True)
+    CHILDREN.add(p.pid)
     try:
         rc = p.wait(timeout=max(timeout, 1))
     except subprocess.TimeoutExpired:
@@ -55,6 +57,7 @@ def sh(cmd: list[str], timeout: float, log_path: Path | None = None, env=None) -
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
         rc = 124
+    CHILDREN.discard(p.pid)
     if log_path:
         out.close()
     return rc, time.monotonic() - t
@@ -210,6 +213,35 @@ def main() -> None:
     a.gpm_jobs = [j for j in a.gpm_jobs.split(",") if j]
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
+    out = Path(a.out)
+
+    def pack() -> None:
+        """Results so far -> $OUT (also after every step, and when the call is killed)."""
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = out / "results.tar.gz.tmp"
+        with tarfile.open(tmp, "w:gz") as t:
+            t.add(work, arcname="session")
+            if Path(a.campaign_dir).exists():
+                t.add(a.campaign_dir, arcname="campaign")
+        os.replace(tmp, out / "results.tar.gz")
+        for f in ("measure.log", "smoke.log", "ncu.log", "gpm.log"):
+            if (work / f).exists():
+                shutil.copy(work / f, out / f)
+
+    def on_term(signum, frame):  # the device call's own time limit: keep what was measured
+        log(f"signal {signum}: stopping children and packing results")
+        for pgid in list(CHILDREN):
+            try:
+                os.killpg(pgid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        time.sleep(2)  # the campaign writer appends whole lines; give it a moment to finish one
+        pack()
+        log("packed after signal")
+        sys.exit(124)
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
     for name in a.steps.split(","):
         if elapsed() > a.budget_s - 20:
             log(f"skipping {name}: budget spent")
@@ -219,17 +251,8 @@ def main() -> None:
             STEPS[name](work, a)
         except Exception as e:  # noqa: BLE001 - keep going, report
             log(f"step {name} failed: {e.__class__.__name__}: {e}")
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(out / "results.tar.gz", "w:gz") as t:
-        t.add(work, arcname="session")
-        if Path(a.campaign_dir).exists():
-            t.add(a.campaign_dir, arcname="campaign")
-    for f in ("measure.log", "smoke.log", "ncu.log", "gpm.log"):
-        if (work / f).exists():
-            shutil.copy(work / f, out / f)
+        pack()
     log("done")
-
 
 if __name__ == "__main__":
     main()
