@@ -36,3 +36,21 @@ def test_every_measured_job_has_profiles():
     assert len(jobs) >= 14
     counts = w[w["kind"] == "colo"].groupby(["mode", "n_jobs"]).size()
     assert counts[("mps", 2)] >= 50 and counts[("timeslice", 3)] >= 30
+
+
+def test_job_configurations_cover_the_zoo():
+    """Issue 4, jobs: >= 36 configurations of >= 12 architectures, batch 16 to 512, fp32 and bf16,
+    each with an ncu profile (and its raw report) taken on the H100, idle and saturating ones."""
+    from colopred.zoo.registry import JobSpec
+
+    profiles = [JobProfile.from_json(f) for f in sorted((DATA / "profiles" / "ncu").glob("*.json"))]
+    specs = [JobSpec.parse(p.name) for p in profiles]
+    assert len(specs) >= 36
+    assert len({s.arch for s in specs}) >= 12
+    assert min(s.batch for s in specs) <= 16 and max(s.batch for s in specs if s.arch != "dlrm") >= 512
+    assert {s.precision for s in specs} == {"fp32", "bf16"}
+    assert any(s.input == "loader" for s in specs)
+    assert all(p.gpu.name.startswith("NVIDIA H100") for p in profiles)
+    assert all((DATA / "ncu_reports" / f"{p.name}.csv.gz").exists() for p in profiles)
+    busy = [p.busy_fraction for p in profiles]
+    assert sum(b < 0.5 for b in busy) >= 4 and sum(b > 0.95 for b in busy) >= 8  # idle and saturating jobs
