@@ -114,7 +114,8 @@ def cmd_measure(a) -> int:
         camp = Campaign(out, cfg, resume=a.resume)
     from .harness.gpu_pool import make_pool_factory
 
-    factory = make_pool_factory(device=a.device, tiny=a.tiny, use_nvml=not a.no_nvml, log=_log if a.verbose else (lambda s: None))
+    factory = make_pool_factory(device=a.device, tiny=a.tiny, use_nvml=not a.no_nvml, park_idle=a.park_idle,
+                                log=_log if a.verbose else (lambda s: None))
     ran = camp.run(factory, progress=Progress(0, stream=None if a.quiet else sys.stderr), log=_log)
     _log(f"{ran} windows measured; records in {camp.records_path}")
     return 0
@@ -192,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cuda")
     p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--no-nvml", action="store_true", help="do not sample GPM counters")
+    p.add_argument("--park-idle", action="store_true",
+                   help="keep idle workers' weights and optimizer state in host memory between windows "
+                        "(for campaigns whose jobs do not all fit on the GPU at once)")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=cmd_measure)

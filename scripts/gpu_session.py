@@ -177,7 +177,7 @@ def step_ncu(work: Path, a) -> None:
 
 def step_measure(work: Path, a) -> None:
     d = Path(a.campaign_dir)
-    args = ["measure", "--out", str(d), "--quiet", "-v"]
+    args = ["measure", "--out", str(d), "--quiet", "-v"] + (["--park-idle"] if a.park_idle else [])
     if (d / "campaign.json").exists():
         args.append("--resume")
         log(f"resuming campaign in {d}")
@@ -202,6 +202,7 @@ def main() -> None:
     ap.add_argument("--cost-job", default="resnet18-b64-fp32")
     ap.add_argument("--ncu-variant", default=None, help="REPLAY/METRICS, e.g. kernel/minimal (default: cheapest faithful)")
     ap.add_argument("--sets", default="pairs+triples")
+    ap.add_argument("--park-idle", action="store_true", help="measure with --park-idle (idle workers' state in host memory)")
     ap.add_argument("--max-sets", type=int, default=16)
     ap.add_argument("--campaign-dir", default="runs/campaign")
     ap.add_argument("--work", default="runs/session")

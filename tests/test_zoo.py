@@ -1,5 +1,7 @@
 """Zoo models build and train on the CPU at tiny size; real worker processes run windows."""
 
+import json
+
 import pytest
 
 import torch  # noqa: E402  (the README test command installs it)
@@ -54,3 +56,30 @@ def test_real_worker_processes_run_windows(tmp_path):
     assert set(w["status"]) == {"ok"}, w[["window_id", "status", "reason"]].to_string()
     s = slowdown_table(w)
     assert len(s) == 2 and (s["slowdown"] > 0).all() and (s["iterations"] >= 2).all()
+
+
+def test_parking_keeps_the_optimizer_bound_to_the_model():
+    """park()/unpark() move weights and optimizer state in place: training goes on with the
+    same parameter objects and state (on the CPU both are the host; the GPU path moves them)."""
+    job = build(JobSpec.parse("resnet18-b2-fp32"), "cpu", tiny=True)
+    job.timed_steps(2)
+    params = list(job.model.parameters())
+    state_before = {id(p): {k: v.clone() for k, v in job.optimizer.state[p].items() if torch.is_tensor(v)} for p in params}
+    job.park().unpark()
+    assert [id(p) for p in job.model.parameters()] == [id(p) for p in params]
+    for p in params:
+        for k, v in state_before[id(p)].items():
+            assert torch.equal(job.optimizer.state[p][k], v)
+    loss = job.step()
+    assert torch.isfinite(loss)
+
+
+def test_parking_pool_runs_windows_and_records_it(tmp_path):
+    jobs = ("resnet18-b2-fp32", "dlrm-b8-fp32")
+    cfg = CampaignConfig(jobs=jobs, sets=(jobs,), modes=("timeslice",), repeat_frac=0.0, min_iters=3,
+                         min_window_s=2.5, max_window_s=6.0, warmup_s=0.3)
+    Campaign(tmp_path / "c", cfg).run(lambda m, j: GpuWorkerPool(m, j, device="cpu", tiny=True, use_nvml=False, park_idle=True))
+    w = read_windows(tmp_path / "c")
+    assert set(w["status"]) == {"ok"}, w[["window_id", "status", "reason"]].to_string()
+    recs = [json.loads(l) for l in (tmp_path / "c" / "windows.jsonl").read_text().splitlines()]
+    assert recs and all(r["park_idle"] is True for r in recs)

@@ -193,6 +193,7 @@ class Campaign:
             "window_s": round(duration, 3),
             "warmup_s": round(warmup, 3),
             "provenance": provenance(w.mode, pool.gpu_name, pool.driver),
+            "park_idle": bool(getattr(pool, "park_idle", False)),  # idle workers' state kept in host memory
         }
         if w.kind == "colo":
             need = [solo_mem.get((w.mode, j)) for j in w.jobs]

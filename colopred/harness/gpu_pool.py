@@ -35,10 +35,14 @@ class GpuWorkerPool:
     memory they hold plus the next window's needs would not fit on the GPU."""
 
     def __init__(self, mode: str, jobs: tuple[str, ...], *, device: str = "cuda", tiny: bool = False,
-                 mps_dir: str = "/tmp/colopred-mps", use_nvml: bool = True, prestart: int = 4, log=lambda s: None):
+                 mps_dir: str = "/tmp/colopred-mps", use_nvml: bool = True, prestart: int = 4, park_idle: bool = False,
+                 log=lambda s: None):
         self.mode = mode
         self.device = device
         self.tiny = tiny
+        # Park idle workers: weights and optimizer state wait in host memory between windows,
+        # so many workers stay resident (each keeps only its CUDA context on the GPU).
+        self.park_idle = park_idle
         self.log = log
         self.ctx = mp.get_context("spawn")
         self.workers: dict[str, _Worker] = {}
@@ -76,7 +80,7 @@ class GpuWorkerPool:
         parent, child = self.ctx.Pipe()
         # Not daemonic: input-bound (loader) jobs start DataLoader worker processes of their own.
         # The pool stops every worker in close(); the campaign runs in its own process group.
-        p = self.ctx.Process(target=worker_main, args=(job, child, self.device, self.tiny), daemon=False, name=f"colopred-{job}")
+        p = self.ctx.Process(target=worker_main, args=(job, child, self.device, self.tiny, 5, self.park_idle), daemon=False, name=f"colopred-{job}")
         p.start()
         child.close()
         return _Worker(job, p, parent)
@@ -175,11 +179,12 @@ class GpuWorkerPool:
         if failed:
             return {j: ({"status": "error", "error": failed[j], "iterations": 0} if j in failed else {"status": "skipped", "iterations": 0})
                     for j in jobs}, None
-        start_at = time.time() + 0.25
+        start_at = time.time() + (0.75 if self.park_idle else 0.25)  # parked workers move their state back first
         count_from = start_at + warmup_s
         end_at = start_at + duration_s
         for j in jobs:
-            self.workers[j].conn.send({"cmd": "window", "start_at": start_at, "count_from": count_from, "end_at": end_at})
+            self.workers[j].conn.send({"cmd": "window", "start_at": start_at, "count_from": count_from, "end_at": end_at,
+                                       "park": self.park_idle})
         gpm = self._sample_gpm(count_from, end_at)
         results: dict[str, dict] = {}
         deadline = end_at + 120.0

@@ -3,7 +3,8 @@ inside the time windows the coordinator sends it (GPU side; needs torch).
 
 Protocol over a ``multiprocessing`` pipe:
   worker -> {"ready": True, "pid", "resident_gib"} | {"ready": False, "error"}
-  coordinator -> {"cmd": "window", "start_at", "count_from", "end_at"}   (wall-clock times)
+  coordinator -> {"cmd": "window", "start_at", "count_from", "end_at", "park"}   (wall-clock times;
+                 with ``park`` the job's weights and optimizer state wait in host memory until its next window)
   worker -> per-job result (see :func:`run_window`)
   coordinator -> {"cmd": "stop"}   (or the pipe closes: the worker exits)
 """
@@ -54,7 +55,7 @@ def run_window(job, start_at: float, count_from: float, end_at: float) -> dict:
     return out
 
 
-def worker_main(job_name: str, conn, device: str = "cuda", tiny: bool = False, warmup_iters: int = 5) -> None:
+def worker_main(job_name: str, conn, device: str = "cuda", tiny: bool = False, warmup_iters: int = 5, park: bool = False) -> None:
     """Entry point of a worker process."""
     try:
         import torch
@@ -66,6 +67,8 @@ def worker_main(job_name: str, conn, device: str = "cuda", tiny: bool = False, w
         job.timed_steps(warmup_iters)
         if job.device.type == "cuda":
             job.optimizer.zero_grad(set_to_none=True)
+            if park:
+                job.park()
             torch.cuda.empty_cache()
             resident = torch.cuda.memory_reserved(job.device) / 2**30
         else:
@@ -77,12 +80,21 @@ def worker_main(job_name: str, conn, device: str = "cuda", tiny: bool = False, w
                    "error": f"{e.__class__.__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}",
                    "trace": traceback.format_exc()[-2000:]})
         return
+    parked = park and job.device.type == "cuda"
     while True:
         try:
             msg = conn.recv()
         except (EOFError, OSError):
             break
         if msg.get("cmd") == "window":
-            conn.send(run_window(job, msg["start_at"], msg["count_from"], msg["end_at"]))
+            if parked:
+                job.unpark()
+                parked = False
+            res = run_window(job, msg["start_at"], msg["count_from"], msg["end_at"])
+            if msg.get("park") and job.device.type == "cuda":
+                job.park()
+                parked = True
+                res["resident_gib"] = torch.cuda.memory_reserved(job.device) / 2**30
+            conn.send(res)
         else:
             break

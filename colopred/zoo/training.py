@@ -37,6 +37,26 @@ class TrainingJob:
         self.optimizer.step()
         return loss
 
+    def park(self) -> "TrainingJob":
+        """Move weights and optimizer state to host memory (an idle job then holds only its
+        CUDA context on the GPU). ``unpark()`` brings them back before the next ``step()``."""
+        return self._move(torch.device("cpu"))
+
+    def unpark(self) -> "TrainingJob":
+        return self._move(self.device)
+
+    def _move(self, device: torch.device) -> "TrainingJob":
+        self.model.to(device)  # in place: the optimizer keeps the same parameter objects
+        for state in self.optimizer.state.values():
+            for k, v in state.items():
+                if torch.is_tensor(v) and v.device != device and v.dim() > 0:
+                    state[k] = v.to(device)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            if device.type == "cpu":
+                torch.cuda.empty_cache()
+        return self
+
     def sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
