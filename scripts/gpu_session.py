@@ -255,5 +255,6 @@ def main() -> None:
         pack()
     log("done")
 
+
 if __name__ == "__main__":
     main()

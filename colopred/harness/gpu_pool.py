@@ -26,7 +26,6 @@ class _Worker:
     proc: Any
     conn: Any
     resident_gib: float = 0.0
-    peak_gib: float = 0.0
     last_used: float = field(default_factory=time.monotonic)
 
 
@@ -47,7 +46,7 @@ class GpuWorkerPool:
         self.ctx = mp.get_context("spawn")
         self.workers: dict[str, _Worker] = {}
         self.dead: dict[str, str] = {}
-        self.peak_seen_gib: dict[str, float] = {}  # survives a worker's eviction
+        self.peak_seen_gib: dict[str, float] = {}  # per job; survives a worker's eviction
         self.nvml = None
         self.gpu_name = None
         self.driver = None
@@ -80,7 +79,8 @@ class GpuWorkerPool:
         parent, child = self.ctx.Pipe()
         # Not daemonic: input-bound (loader) jobs start DataLoader worker processes of their own.
         # The pool stops every worker in close(); the campaign runs in its own process group.
-        p = self.ctx.Process(target=worker_main, args=(job, child, self.device, self.tiny, 5, self.park_idle), daemon=False, name=f"colopred-{job}")
+        p = self.ctx.Process(target=worker_main, args=(job, child, self.device, self.tiny),
+                             kwargs={"park": self.park_idle}, daemon=False, name=f"colopred-{job}")
         p.start()
         child.close()
         return _Worker(job, p, parent)
@@ -154,10 +154,11 @@ class GpuWorkerPool:
         if self.device == "cpu":
             return
         budget = self.memory_gib * 0.92
-        need = sum(self.workers[j].peak_gib + CONTEXT_OVERHEAD_GIB for j in jobs if j in self.workers)
-        need += sum(CONTEXT_OVERHEAD_GIB + self.peak_seen_gib.get(j, 2.0) for j in jobs if j not in self.workers)
+        # A job's peak so far (any of its workers, or the campaign's solo records); unknown: a
+        # started worker already holds its memory, a new one is assumed to need 2 GiB.
+        need = sum(CONTEXT_OVERHEAD_GIB + self.peak_seen_gib.get(j, 0.0 if j in self.workers else 2.0) for j in jobs)
         idle = sorted((w for j, w in self.workers.items() if j not in jobs), key=lambda w: w.last_used)
-        held = sum(w.resident_gib + CONTEXT_OVERHEAD_GIB for w in idle)
+        held = self._held_gib(exclude=jobs)
         while idle and held + need > budget:
             w = idle.pop(0)
             held -= w.resident_gib + CONTEXT_OVERHEAD_GIB
@@ -183,8 +184,7 @@ class GpuWorkerPool:
         count_from = start_at + warmup_s
         end_at = start_at + duration_s
         for j in jobs:
-            self.workers[j].conn.send({"cmd": "window", "start_at": start_at, "count_from": count_from, "end_at": end_at,
-                                       "park": self.park_idle})
+            self.workers[j].conn.send({"cmd": "window", "start_at": start_at, "count_from": count_from, "end_at": end_at})
         gpm = self._sample_gpm(count_from, end_at)
         results: dict[str, dict] = {}
         deadline = end_at + 120.0
@@ -205,8 +205,7 @@ class GpuWorkerPool:
                 self.workers.pop(j, None)
                 self._kill(w)
             else:
-                w.peak_gib = max(w.peak_gib, res.get("peak_memory_gib") or 0.0)
-                self.peak_seen_gib[j] = max(self.peak_seen_gib.get(j, 0.0), w.peak_gib)
+                self.peak_seen_gib[j] = max(self.peak_seen_gib.get(j, 0.0), res.get("peak_memory_gib") or 0.0)
                 w.resident_gib = res.get("resident_gib") or w.resident_gib
                 w.last_used = time.monotonic()
                 results[j] = res

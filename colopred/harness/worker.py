@@ -3,8 +3,9 @@ inside the time windows the coordinator sends it (GPU side; needs torch).
 
 Protocol over a ``multiprocessing`` pipe:
   worker -> {"ready": True, "pid", "resident_gib"} | {"ready": False, "error"}
-  coordinator -> {"cmd": "window", "start_at", "count_from", "end_at", "park"}   (wall-clock times;
-                 with ``park`` the job's weights and optimizer state wait in host memory until its next window)
+  coordinator -> {"cmd": "window", "start_at", "count_from", "end_at"}   (wall-clock times)
+  A worker started with ``park=True`` keeps its job's weights and optimizer state in host
+  memory between windows (GPU only).
   worker -> per-job result (see :func:`run_window`)
   coordinator -> {"cmd": "stop"}   (or the pipe closes: the worker exits)
 """
@@ -80,20 +81,18 @@ def worker_main(job_name: str, conn, device: str = "cuda", tiny: bool = False, w
                    "error": f"{e.__class__.__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}",
                    "trace": traceback.format_exc()[-2000:]})
         return
-    parked = park and job.device.type == "cuda"
+    park = park and job.device.type == "cuda"
     while True:
         try:
             msg = conn.recv()
         except (EOFError, OSError):
             break
         if msg.get("cmd") == "window":
-            if parked:
+            if park:
                 job.unpark()
-                parked = False
             res = run_window(job, msg["start_at"], msg["count_from"], msg["end_at"])
-            if msg.get("park") and job.device.type == "cuda":
+            if park:
                 job.park()
-                parked = True
                 res["resident_gib"] = torch.cuda.memory_reserved(job.device) / 2**30
             conn.send(res)
         else:

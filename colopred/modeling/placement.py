@@ -49,7 +49,7 @@ def compare_placements(ds: Dataset, mode: str, jobs: Sequence[str]) -> pd.DataFr
         raise ValueError("the scenario needs an even number of jobs")
     df = ds.for_mode(mode)
     thr = measured_pair_throughput(df)
-    missing = [f"{a}+{b}" for a, b in ((a, b) for i, a in enumerate(jobs) for b in jobs[i + 1 :]) if frozenset((a, b)) not in thr]
+    missing = [f"{a}+{b}" for i, a in enumerate(jobs) for b in jobs[i + 1 :] if frozenset((a, b)) not in thr]
     if missing:
         raise ValueError(f"{mode}: {len(missing)} pairs of the scenario were never measured, e.g. {missing[0]}")
     value = lambda m: sum(thr[frozenset(p)] for p in m)  # noqa: E731
@@ -58,9 +58,9 @@ def compare_placements(ds: Dataset, mode: str, jobs: Sequence[str]) -> pd.DataFr
     inside = df["set"].map(lambda s: set(s.split("+")) <= set(jobs))
     train = df[~inside]
     model = SlowdownModel().fit(train[list(FEATURES)].to_numpy(), train["slowdown"].to_numpy())
-    placed = Predictor(model=model, mode=mode).pack([ds.profiles[j] for j in jobs], n_gpus=len(jobs) // 2, max_per_gpu=2)
-    packed = value([tuple(g) for g in placed])
     n_gpus = len(jobs) // 2
+    placed = Predictor(model=model, mode=mode).pack([ds.profiles[j] for j in jobs], n_gpus=n_gpus, max_per_gpu=2)
+    packed = value([tuple(g) for g in placed])
     rows = [
         {"policy": "one job per GPU", "jobs_running": n_gpus, "throughput": float(n_gpus)},
         {"policy": f"random (mean of {len(values)} placements)", "jobs_running": len(jobs), "throughput": float(values.mean()),

@@ -96,6 +96,12 @@ class SlowdownModel:
         """The contention baseline 1 + α · L of each row."""
         return 1.0 + self.contention_alpha * contention_load(X)
 
+    def _fit_parts(self, Xm: np.ndarray, load: np.ndarray, s: np.ndarray):
+        """α and the point model on r = log(s) − log(1 + α L); returns (α, r, model)."""
+        alpha = self.fit_alpha(load, s)
+        r = np.log(s) - np.log1p(alpha * load)
+        return alpha, r, self._fit_point(Xm, r)
+
     def fit(self, X: np.ndarray, slowdown: np.ndarray, groups: np.ndarray | None = None, calibrate: bool = True) -> "SlowdownModel":
         """Fit α, then f on r = log(s) − log(1 + α L). With ``groups`` (one label per row:
         its set, or its architectures for intervals that must hold on unseen jobs), the
@@ -106,10 +112,9 @@ class SlowdownModel:
 
         X = np.asarray(X, dtype=np.float64)
         s = np.asarray(slowdown, float)
-        self.contention_alpha = self.fit_alpha(contention_load(X), s)
-        r = np.log(s) - np.log(self.baseline(X))
+        load = contention_load(X)
         Xm = X[:, self._cols]
-        self.point = self._fit_point(Xm, r)
+        self.contention_alpha, r, self.point = self._fit_parts(Xm, load, s)
         self.interval = xgb.XGBRegressor(objective="reg:quantileerror", quantile_alpha=np.array(INTERVAL_QUANTILES),
                                          **self.params)
         self.interval.fit(Xm, r)
@@ -123,19 +128,20 @@ class SlowdownModel:
                 resid = np.empty(len(r))
                 for k in range(3):
                     te = folds == k
-                    a = self.fit_alpha(contention_load(X[~te]), s[~te])
-                    r_tr = np.log(s[~te]) - np.log1p(a * contention_load(X[~te]))
-                    pred = np.log1p(a * contention_load(X[te])) + self._fit_point(Xm[~te], r_tr).get_booster().inplace_predict(Xm[te])
-                    resid[te] = np.log(s[te]) - pred
+                    a, _, m = self._fit_parts(Xm[~te], load[~te], s[~te])
+                    resid[te] = np.log(s[te]) - np.log1p(a * load[te]) - m.get_booster().inplace_predict(Xm[te])
                 n = len(resid)
                 q = min(1.0, np.ceil((n + 1) * INTERVAL_COVERAGE) / n)
                 self.conformal_log_width = float(np.quantile(np.abs(resid), q))
         return self
 
+    def _point(self, Xm: np.ndarray, base: np.ndarray) -> np.ndarray:
+        return base * np.exp(_booster(self.point, len(Xm)).inplace_predict(Xm))
+
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Slowdown (> 0) of each row."""
         X = np.asarray(X, dtype=np.float64)
-        return self.baseline(X) * np.exp(_booster(self.point, len(X)).inplace_predict(X[:, self._cols]))
+        return self._point(X[:, self._cols], self.baseline(X))
 
     def predict_interval(self, X: np.ndarray) -> np.ndarray:
         """(lo, hi) slowdown of each row; always contains the point prediction."""
@@ -146,7 +152,7 @@ class SlowdownModel:
         X = np.asarray(X, dtype=np.float64)
         Xm = X[:, self._cols]
         base = self.baseline(X)
-        p = base * np.exp(_booster(self.point, len(X)).inplace_predict(Xm))
+        p = self._point(Xm, base)
         q = np.exp(np.asarray(_booster(self.interval, len(X)).inplace_predict(Xm)).reshape(len(X), -1)) * base[:, None]
         w = np.exp(self.conformal_log_width)
         return p, np.column_stack([np.minimum(q[:, 0], p / w), np.maximum(q[:, -1], p * w)])
