@@ -64,6 +64,10 @@ def worker_main(job_name: str, conn, device: str = "cuda", tiny: bool = False, w
         from ..zoo.registry import JobSpec
         from ..zoo.training import build
 
+        if device == "cpu":
+            # Collocated CPU workers (tests) would otherwise each spin one OpenMP thread per core
+            # and starve one another; on the GPU the host threads only launch kernels.
+            torch.set_num_threads(1)
         job = build(JobSpec.parse(job_name), device, tiny=tiny)
         job.timed_steps(warmup_iters)
         if job.device.type == "cuda":
