@@ -7,7 +7,8 @@ Steps (``--steps``, comma separated, run in this order):
   gpm       `colopred profile nvml` for every job in --jobs (+ --extra-gpm jobs)
   ncucost   ncu cost of replay modes and metric sets on --cost-job, and whether features change
   ncu       `colopred profile run` for the jobs in --jobs, cheapest faithful variant, while time lasts
-  measure   `colopred measure` campaign in --campaign-dir (resumes if it exists), stopped at the budget
+  measure   `colopred measure` campaigns (--campaigns DIR=SETS,... or --campaign-dir), each resumed if it
+            exists, in order, stopped at the budget
 
 Everything is written under --out (default $OUT) as one tarball plus a summary, since
 the device tool returns at most 8 files.
@@ -175,17 +176,40 @@ def step_ncu(work: Path, a) -> None:
             f.write(json.dumps(r) + "\n")
 
 
+def _campaigns(a) -> list[tuple[Path, str, list[str]]]:
+    """(campaign dir, sets, jobs) for each campaign to measure, in order.
+
+    ``--campaigns DIR=SETSFILE,...`` takes each campaign's jobs from its sets file;
+    ``--campaign-dir`` with ``--sets`` and ``--jobs`` names one campaign.
+    """
+    if not a.campaigns:
+        return [(Path(a.campaign_dir), a.sets, a.jobs)]
+    out = []
+    for item in a.campaigns.split(","):
+        d, _, sets_file = item.partition("=")
+        jobs: list[str] = []
+        for line in Path(sets_file).read_text().splitlines():
+            line = line.split("#", 1)[0].strip()
+            jobs += [j for j in line.split("+") if j and j not in jobs]
+        out.append((Path(d), sets_file, jobs))
+    return out
+
+
 def step_measure(work: Path, a) -> None:
-    d = Path(a.campaign_dir)
-    args = ["measure", "--out", str(d), "--quiet", "-v"] + (["--park-idle"] if a.park_idle else [])
-    if (d / "campaign.json").exists():
-        args.append("--resume")
-        log(f"resuming campaign in {d}")
-    else:
-        args += ["--jobs", ",".join(a.jobs), "--sets", a.sets, "--mode", "both", "--max-sets", str(a.max_sets),
-                 "--repeat-frac", "0.1", "--min-iters", "12"]
-    rc, s = sh(colopred(*args), timeout=a.budget_s - elapsed() - 10, log_path=work / "measure.log")
-    log(f"measure rc={rc} in {s:.0f} s")
+    for d, sets, jobs in _campaigns(a):
+        if elapsed() > a.budget_s - 60:
+            log(f"measure {d.name}: budget spent, not started")
+            continue
+        args = ["measure", "--out", str(d), "--quiet", "-v"] + (["--park-idle"] if a.park_idle else [])
+        if (d / "campaign.json").exists():
+            args.append("--resume")
+            log(f"resuming campaign in {d}")
+        else:
+            log(f"new campaign in {d}: {len(jobs)} jobs, sets {sets}")
+            args += ["--jobs", ",".join(jobs), "--sets", sets, "--mode", "both", "--max-sets", str(a.max_sets),
+                     "--repeat-frac", "0.1", "--min-iters", "12"]
+        rc, s = sh(colopred(*args), timeout=a.budget_s - elapsed() - 10, log_path=work / f"measure-{d.name}.log")
+        log(f"measure {d.name} rc={rc} in {s:.0f} s")
 
 
 STEPS = {"env": step_env, "smoke": step_smoke, "gpm": step_gpm, "ncucost": step_ncucost, "ncu": step_ncu, "measure": step_measure}
@@ -205,6 +229,7 @@ def main() -> None:
     ap.add_argument("--park-idle", action="store_true", help="measure with --park-idle (idle workers' state in host memory)")
     ap.add_argument("--max-sets", type=int, default=16)
     ap.add_argument("--campaign-dir", default="runs/campaign")
+    ap.add_argument("--campaigns", default="", help="DIR=SETSFILE,... measured in order, jobs from each sets file")
     ap.add_argument("--work", default="runs/session")
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
     a = ap.parse_args()
@@ -222,12 +247,12 @@ def main() -> None:
         tmp = out / "results.tar.gz.tmp"
         with tarfile.open(tmp, "w:gz") as t:
             t.add(work, arcname="session")
-            if Path(a.campaign_dir).exists():
-                t.add(a.campaign_dir, arcname="campaign")
+            for d, _, _ in _campaigns(a):
+                if d.exists():
+                    t.add(d, arcname=f"campaigns/{d.name}")
         os.replace(tmp, out / "results.tar.gz")
-        for f in ("measure.log", "smoke.log", "ncu.log", "gpm.log"):
-            if (work / f).exists():
-                shutil.copy(work / f, out / f)
+        for f in sorted(work.glob("*.log")):
+            shutil.copy(f, out / f.name)
 
     def on_term(signum, frame):  # the device call's own time limit: keep what was measured
         log(f"signal {signum}: stopping children and packing results")

@@ -4,7 +4,7 @@
   python scripts/make_sets.py --new a,b,c --old d,e,f --pairs 30 --triples 10 -o sets.txt
 
 Every set contains at least one new job; pairs are spread so each new job appears about
-equally often; sets already measured (given with --exclude FILE of campaign.json) are skipped.
+equally often; sets already measured or planned (--exclude campaign.json or sets file) are skipped.
 """
 
 import argparse
@@ -19,14 +19,18 @@ def main() -> None:
     ap.add_argument("--old", required=True)
     ap.add_argument("--pairs", type=int, default=30)
     ap.add_argument("--triples", type=int, default=10)
-    ap.add_argument("--exclude", action="append", default=[], help="campaign.json whose sets to skip")
+    ap.add_argument("--exclude", action="append", default=[], help="campaign.json or sets file whose sets to skip")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("-o", "--output", required=True)
     a = ap.parse_args()
     new, old = a.new.split(","), a.old.split(",")
     done = set()
     for f in a.exclude:
-        done |= {tuple(sorted(s.split("+"))) for s in json.load(open(f))["sets"]}
+        if f.endswith(".json"):
+            lines = json.load(open(f))["sets"]
+        else:
+            lines = [x.split("#", 1)[0].strip() for x in open(f)]
+        done |= {tuple(sorted(s.split("+"))) for s in lines if s}
     rng = random.Random(a.seed)
     out = []
     for k, n in ((2, a.pairs), (3, a.triples)):
