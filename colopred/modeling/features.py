@@ -16,7 +16,9 @@ from ..profile import JobProfile
 
 # Per-job base features, computed from a JobProfile.
 BASE = ("busy", "dram_util", "dram_demand", "occupancy", "occ_demand", "log_iter_ms", "log_kernels", "mean_kernel_us", "mem_gib")
-CO_AGG = ("busy", "dram_demand", "occ_demand", "dram_util", "mem_gib")
+# Co-runners' kernel granularity (mean kernel time, kernel count) matters under MPS, where a
+# job of many short kernels waits behind a co-runner's long, high-occupancy ones.
+CO_AGG = ("busy", "dram_demand", "occ_demand", "dram_util", "mem_gib", "mean_kernel_us", "log_kernels")
 AGGS = ("sum", "max", "min", "mean")
 # Every column of a feature row (the set's totals are t_x + co_sum_x).
 FEATURES = tuple(
