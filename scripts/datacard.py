@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Figures and tables for datasets/h100/README.md (the data card).
 
-  python scripts/datacard.py   # writes datasets/h100/{coverage,delta}.png, prints Markdown tables
+  python scripts/datacard.py   # writes datasets/h100/{coverage,delta}.png and the tables between
+                               # <!-- datacard:NAME --> markers of datasets/h100/README.md
 """
 
 from pathlib import Path
@@ -26,39 +27,90 @@ def md(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    w = read_windows(DATA / "campaigns")
+def ncu_profiles() -> pd.DataFrame:
+    return pd.DataFrame([JobProfile.from_json(p).__dict__ | {"file": p.name} for p in sorted((DATA / "profiles" / "ncu").glob("*.json"))])
+
+
+def sections(w: pd.DataFrame) -> dict[str, str]:
+    """The generated Markdown blocks of the data card, by marker name."""
     s = slowdown_table(w)
     st = set_table(w)
-    profs = pd.DataFrame([JobProfile.from_json(p).__dict__ | {"file": p.name} for p in sorted((DATA / "profiles" / "ncu").glob("*.json"))])
-    print("## Windows\n")
-    print(md(w.groupby(["campaign", "mode", "kind", "status"]).size().rename("windows").reset_index()))
-    print("\n## Jobs (ncu profiles)\n")
+    profs = ncu_profiles()
+    out: dict[str, str] = {}
+    ok = st[st["status"] == "ok"]
+    rows = []
+    for mode in ("timeslice", "mps"):
+        d = ok[ok["mode"] == mode]
+        infeasible = st[(st["mode"] == mode) & (st["status"] == "infeasible")]["set"].nunique()
+        for k, target in ((2, 400), (3, 200)):
+            rows.append({"mode": mode, "set size": k, "distinct sets measured": d[d["n_jobs"] == k]["set"].nunique(),
+                         "target (issue 4)": target, "infeasible sets recorded": infeasible if k == 2 else ""})
+    out["counts"] = md(pd.DataFrame(rows))
+    out["windows"] = md(w.groupby(["campaign", "mode", "kind", "status"]).size().rename("windows").reset_index())
     cov = s.groupby("job")["set"].nunique().rename("sets measured")
     t = profs[["name", "iteration_ms", "busy_fraction", "dram_util_pct", "achieved_occupancy_pct", "kernels_per_iteration", "peak_memory_gib"]]
     t = t.merge(cov, left_on="name", right_index=True, how="left").fillna({"sets measured": 0}).astype({"sets measured": int})
-    print(md(t.round(3)))
-    print("\n## Solo noise (CV of repeated solo windows, per job)\n")
+    out["jobs"] = md(t.round(3))
     n = solo_noise(w)
-    print(md(n.groupby(["campaign", "mode"])["cv"].agg(["count", "median", "max"]).reset_index()))
-    print("\n## Repeat noise (|slowdown difference| between repeated collocated windows)\n")
+    out["solo_noise"] = md(n.groupby(["campaign", "mode"])["cv"].agg(["count", "median", "max"]).reset_index())
     r = repeat_noise(s)
-    print(md(r.groupby("mode")["abs_diff"].agg(["count", "median", "mean", "max"]).reset_index()))
-    print("\n## δ, slowdown, throughput by mode and set size\n")
+    # Which repeats are on another machine lease: the (mode, set, job) was measured by more than one campaign.
+    camps = s.groupby(["mode", "set", "job"])["campaign"].nunique().rename("campaigns")
+    r = r.merge(camps, left_on=["mode", "set", "job"], right_index=True)
+    r["repeat"] = r["campaigns"].map(lambda c: "another lease" if c > 1 else "same campaign")
+    r["rel_diff_pct"] = 100 * (r["max"] / r["min"] - 1)
+    out["repeat_noise"] = md(r.groupby(["mode", "repeat"]).agg(
+        count=("abs_diff", "count"), median_abs_diff=("abs_diff", "median"), mean_abs_diff=("abs_diff", "mean"),
+        median_rel_diff_pct=("rel_diff_pct", "median"), max_abs_diff=("abs_diff", "max")).reset_index())
     g = s.groupby(["mode", "n_jobs"]).agg(slowdown_median=("slowdown", "median"))
-    g2 = st.groupby(["mode", "n_jobs"]).agg(sets=("window_id", "count"), delta_median=("delta", "median"),
+    g2 = ok.groupby(["mode", "n_jobs"]).agg(sets=("window_id", "count"), delta_median=("delta", "median"),
                                              throughput_median=("throughput", "median"),
                                              pays_off_pct=("throughput", lambda x: 100 * (x > 1).mean()))
-    print(md(g2.join(g).reset_index()))
-    # batch-size effect: resnet18 b64 fp32 vs b128 bf16, lstm b64 vs b256
-    print("\n## Batch size (median δ of pairs containing the job)\n")
-    pairs = st[st["n_jobs"] == 2]
+    out["by_size"] = md(g2.join(g).reset_index())
+    # Batch size: for every architecture profiled at several batch sizes, the median δ and normalised
+    # throughput of the pairs the job is in.
+    pairs = ok[ok["n_jobs"] == 2]
     rows = []
-    for job in ["resnet18-b64-fp32", "resnet18-b128-bf16", "lstm_lm-b64-fp32", "lstm_lm-b256-fp32"]:
+    for name in sorted(profs["name"], key=lambda n: (n.split("-")[0], int(n.split("-")[1][1:]), n)):
+        arch = name.split("-")[0]
+        if (profs["name"].str.split("-").str[0] == arch).sum() < 2:
+            continue
+        row = {"job": name}
         for mode in ("timeslice", "mps"):
-            d = pairs[(pairs["mode"] == mode) & pairs["set"].str.contains(job, regex=False)]
-            rows.append({"job": job, "mode": mode, "pairs": len(d), "delta_median": d["delta"].median()})
-    print(md(pd.DataFrame(rows)))
+            d = pairs[(pairs["mode"] == mode) & pairs["set"].str.split("+").map(lambda m: name in m)]
+            row |= {f"{mode} pairs": len(d), f"{mode} δ median": d["delta"].median(),
+                    f"{mode} throughput median": d["throughput"].median()}
+        rows.append(row)
+    out["batch"] = md(pd.DataFrame(rows))
+    return out
+
+
+def write_sections(readme: Path, blocks: dict[str, str]) -> list[str]:
+    """Replace each ``<!-- datacard:NAME -->`` ... ``<!-- /datacard:NAME -->`` block; returns the names not found."""
+    text = readme.read_text()
+    missing = []
+    for name, body in blocks.items():
+        a, b = f"<!-- datacard:{name} -->", f"<!-- /datacard:{name} -->"
+        i, j = text.find(a), text.find(b)
+        if i < 0 or j < i:
+            missing.append(name)
+            continue
+        text = text[: i + len(a)] + "\n" + body + "\n" + text[j:]
+    tmp = readme.with_name(readme.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(readme)
+    return missing
+
+
+def main() -> None:
+    w = read_windows(DATA / "campaigns")
+    blocks = sections(w)
+    missing = write_sections(DATA / "README.md", blocks)
+    for name in missing:
+        print(f"## {name} (no marker in README.md)\n\n{blocks[name]}\n")
+    s = slowdown_table(w)
+    st = set_table(w)
+    profs = ncu_profiles()
 
     # Figures
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
