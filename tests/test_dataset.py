@@ -54,3 +54,29 @@ def test_job_configurations_cover_the_zoo():
     assert all((DATA / "ncu_reports" / f"{p.name}.csv.gz").exists() for p in profiles)
     busy = [p.busy_fraction for p in profiles]
     assert sum(b < 0.5 for b in busy) >= 4 and sum(b > 0.95 for b in busy) >= 8  # idle and saturating jobs
+
+
+def test_every_job_has_a_gpm_profile_and_repeated_solo_timings():
+    """Issue 4, jobs: each configuration has a GPM profile and solo windows measured more than once."""
+    w = read_windows(DATA / "campaigns")
+    solo = w[(w["kind"] == "solo") & (w["status"] == "ok")]
+    solo_count = solo["jobs"].map(lambda js: js[0]).value_counts()
+    for f in sorted((DATA / "profiles" / "ncu").glob("*.json")):
+        name = JobProfile.from_json(f).name
+        gpm = JobProfile.from_json(DATA / "profiles" / "nvml" / f"{name}.json")
+        assert gpm.name == name and gpm.source == "nvml", f
+        assert solo_count.get(name, 0) >= 2, name
+
+
+def test_data_card_tables_match_the_shipped_data():
+    """The generated blocks of the data card are what scripts/datacard.py computes from the records now."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("datacard", DATA.parents[1] / "scripts" / "datacard.py")
+    datacard = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(datacard)
+    text = (DATA / "README.md").read_text()
+    blocks = datacard.sections(read_windows(DATA / "campaigns"))
+    assert {"counts", "windows", "jobs", "repeat_noise", "by_size", "batch"} <= set(blocks)
+    for name, body in blocks.items():
+        assert f"<!-- datacard:{name} -->\n{body}\n<!-- /datacard:{name} -->" in text, name

@@ -200,3 +200,23 @@ def test_resumed_pools_get_the_solo_peaks_already_measured(tmp_path):
 
     Campaign(tmp_path, resume=True).run(lambda m, j: SizingPool(m, j, mem=mem))
     assert seen[0] == mem  # the four opening solo windows were recorded before the interrupt
+
+
+def test_gpu_session_campaigns_take_their_jobs_from_the_sets_files(tmp_path):
+    """scripts/gpu_session.py --campaigns DIR=SETS,...: one campaign per entry, in order, each with the jobs
+    its sets file names (first appearance order, comments ignored) and packed under its own name."""
+    import argparse
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("gpu_session", Path(__file__).parents[1] / "scripts" / "gpu_session.py")
+    gs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gs)
+    (tmp_path / "a.txt").write_text("# header\nj1+j2\nj2+j3+j1  # triple\n")
+    (tmp_path / "b.txt").write_text("j4+j5\n")
+    a = argparse.Namespace(campaigns=f"{tmp_path}/ca={tmp_path}/a.txt,{tmp_path}/cb={tmp_path}/b.txt",
+                           campaign_dir="unused", sets="pairs", jobs=["x"])
+    got = gs._campaigns(a)
+    assert [(d.name, jobs) for d, _, jobs in got] == [("ca", ["j1", "j2", "j3"]), ("cb", ["j4", "j5"])]
+    a.campaigns = ""
+    assert gs._campaigns(a) == [(Path("unused"), "pairs", ["x"])]
