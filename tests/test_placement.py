@@ -3,7 +3,8 @@
 import pytest
 
 from colopred.modeling.dataset import load_dataset
-from colopred.modeling.placement import compare_placements, find_scenario, measured_pair_throughput, perfect_matchings
+from colopred.modeling.placement import (compare_placements, find_scenario, find_scenarios, measured_pair_throughput,
+                                         perfect_matchings, placement_table)
 
 from .conftest import DATA
 
@@ -23,18 +24,35 @@ def test_perfect_matchings_are_all_distinct_pairings():
 
 
 @pytest.mark.parametrize("mode", ["timeslice", "mps"])
-def test_pack_beats_random_and_one_job_per_gpu_on_measured_pairs(dataset, mode):
-    jobs = find_scenario(dataset, mode)
-    assert jobs is not None and len(jobs) % 2 == 0 and len(jobs) >= 4
+def test_scenarios_are_fully_measured_distinct_groups(dataset, mode):
+    groups = find_scenarios(dataset, mode)
+    assert len(groups) >= 2
     thr = measured_pair_throughput(dataset.for_mode(mode))
-    assert all(frozenset((a, b)) in thr for i, a in enumerate(jobs) for b in jobs[i + 1:])
-    t = compare_placements(dataset, mode, jobs).set_index("policy")
-    packed = t.loc["colopred pack (pairs unseen in training)", "throughput"]
-    rand = t.filter(like="random", axis=0)["throughput"].iloc[0]
-    assert t.loc["one job per GPU", "throughput"] == len(jobs) // 2
-    assert t.loc["best (oracle)", "throughput"] >= packed > rand > len(jobs) // 2
-    placed = [g.split("+") for g in t.attrs["placement"].split(" | ")]
-    assert sorted(j for g in placed for j in g) == jobs and all(len(g) == 2 for g in placed)
+    for g in groups:
+        assert 4 <= len(g) <= 8 and len(g) % 2 == 0 and g == sorted(set(g))
+        assert all(frozenset((a, b)) in thr for i, a in enumerate(g) for b in g[i + 1:])
+    assert all(len(set(a) & set(b)) <= 4 for i, a in enumerate(groups) for b in groups[i + 1:])
+    assert find_scenario(dataset, mode) == groups[0] and len(groups[0]) == max(map(len, groups))
+
+
+@pytest.mark.parametrize("mode", ["timeslice", "mps"])
+def test_pack_beats_random_and_one_job_per_gpu_on_measured_pairs(dataset, mode):
+    """Over every fully measured group, pack()'s placements (by a model that never saw the group's
+    pairs) beat the mean random placement in total, and each is a valid two-per-GPU placement."""
+    t = placement_table(dataset, modes=(mode,))
+    packed_total = rand_total = 0.0
+    for sid, g in t.groupby("scenario_id"):
+        by = g.set_index("policy")
+        jobs = g["scenario"].iloc[0].split(": ")[1].split(", ")
+        packed = by.loc["colopred pack (pairs unseen in training)", "throughput"]
+        rand = by.filter(like="random", axis=0)["throughput"].iloc[0]
+        assert by.loc["one job per GPU", "throughput"] == len(jobs) // 2
+        assert by.loc["best (oracle)", "throughput"] >= packed
+        placed = [p.split("+") for p in g["colopred_placement"].iloc[0].split(" | ")]
+        assert sorted(j for p in placed for j in p) == jobs and all(len(p) == 2 for p in placed)
+        packed_total += packed
+        rand_total += rand
+    assert packed_total > rand_total
 
 
 def test_odd_or_unmeasured_scenarios_are_refused(dataset):
@@ -43,3 +61,15 @@ def test_odd_or_unmeasured_scenarios_are_refused(dataset):
         compare_placements(dataset, "mps", jobs[:3])
     with pytest.raises(ValueError, match="never measured"):
         compare_placements(dataset, "mps", jobs[:3] + ["vgg16-b512-fp32"])
+
+
+def test_maximal_cliques_of_a_small_graph():
+    from colopred.modeling.placement import _maximal_cliques
+
+    edges = ["ab", "ac", "bc", "cd", "de", "df", "ef", "bd"]
+    adj: dict[str, set[str]] = {}
+    for a, b in edges:
+        adj.setdefault(a, set()).add(b)
+        adj.setdefault(b, set()).add(a)
+    got = sorted("".join(sorted(c)) for c in _maximal_cliques(adj))
+    assert got == ["abc", "bcd", "def"]

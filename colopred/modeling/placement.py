@@ -72,39 +72,66 @@ def compare_placements(ds: Dataset, mode: str, jobs: Sequence[str]) -> pd.DataFr
     out = pd.DataFrame(rows)
     out.insert(0, "mode", mode)
     out["throughput_per_gpu"] = out["throughput"] / n_gpus
+    out["n_placements"] = len(values)
     out.attrs["placement"] = " | ".join("+".join(g) for g in placed)
     out.attrs["training_rows"] = len(train)
     return out
 
 
+def _maximal_cliques(adj: dict[str, set[str]]) -> Iterator[set[str]]:
+    """Bron–Kerbosch with pivoting over an undirected graph given as adjacency sets."""
+    def expand(r: set[str], p: set[str], x: set[str]):
+        if not p and not x:
+            yield r
+            return
+        pivot = max(p | x, key=lambda v: len(adj[v] & p))
+        for v in sorted(p - adj[pivot]):
+            yield from expand(r | {v}, p & adj[v], x & adj[v])
+            p = p - {v}
+            x = x | {v}
+
+    yield from expand(set(), set(adj), set())
+
+
+def find_scenarios(ds: Dataset, mode: str, max_jobs: int = 8, max_shared: int = 4, limit: int = 4) -> list[list[str]]:
+    """Groups of jobs whose every pair was measured in ``mode``: maximal cliques of the
+    measured-pair graph, largest first, each cut to an even size of at most ``max_jobs``
+    (dropping the last names), keeping only groups that share at most ``max_shared`` jobs
+    with a group already taken; at most ``limit`` groups of 4 jobs or more."""
+    adj: dict[str, set[str]] = {}
+    for pair in measured_pair_throughput(ds.for_mode(mode)):
+        a, b = sorted(pair)
+        adj.setdefault(a, set()).add(b)
+        adj.setdefault(b, set()).add(a)
+    groups = []
+    for c in _maximal_cliques(adj):
+        jobs = sorted(c)[:max_jobs]
+        jobs = jobs[: len(jobs) - len(jobs) % 2]
+        if len(jobs) >= 4:
+            groups.append(jobs)
+    groups.sort(key=lambda g: (-len(g), g))
+    taken: list[list[str]] = []
+    for g in groups:
+        if all(len(set(g) & set(t)) <= max_shared for t in taken):
+            taken.append(g)
+        if len(taken) == limit:
+            break
+    return taken
+
+
 def find_scenario(ds: Dataset, mode: str) -> list[str] | None:
-    """The largest even group of jobs, taken from one campaign, whose every pair was measured
-    in ``mode`` (trimmed by one job if odd); None if no campaign has 4 or more such jobs."""
-    df = ds.for_mode(mode)
-    thr = measured_pair_throughput(df)
-    best: list[str] = []
-    for _, c in df.groupby("campaign"):
-        jobs = sorted({j for s in c["set"] for j in s.split("+")})
-        # drop the job missing the most pairs until the rest form a complete graph
-        while len(jobs) >= 4:
-            miss = {j: sum(frozenset((j, k)) not in thr for k in jobs if k != j) for j in jobs}
-            if not any(miss.values()):
-                break
-            jobs.remove(max(miss, key=lambda j: (miss[j], j)))
-        if len(jobs) % 2:
-            jobs = jobs[:-1]
-        if len(jobs) >= 4 and len(jobs) > len(best):
-            best = jobs
-    return best or None
+    """The first (largest) of :func:`find_scenarios`; None if there is none."""
+    found = find_scenarios(ds, mode, limit=1)
+    return found[0] if found else None
 
 
-def placement_table(ds: Dataset, modes=("timeslice", "mps")) -> pd.DataFrame:
-    """``compare_placements`` on each mode's ``find_scenario`` group (empty if none)."""
+def placement_table(ds: Dataset, modes=("timeslice", "mps"), limit: int = 4) -> pd.DataFrame:
+    """``compare_placements`` on each of each mode's :func:`find_scenarios` groups (empty if none)."""
     out = []
     for mode in modes:
-        jobs = find_scenario(ds, mode)
-        if jobs:
+        for i, jobs in enumerate(find_scenarios(ds, mode, limit=limit), start=1):
             t = compare_placements(ds, mode, jobs)
+            t["scenario_id"] = i
             t["scenario"] = f"{len(jobs)} jobs on {len(jobs) // 2} GPUs: {', '.join(jobs)}"
             t["colopred_placement"] = t.attrs["placement"]
             out.append(t)

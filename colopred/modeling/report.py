@@ -20,6 +20,21 @@ def _md_table(df: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
+def placement_summary(placement: pd.DataFrame) -> pd.DataFrame:
+    """One row per (mode, group) of ``placement_table``: each policy's measured throughput and colopred's rank."""
+    rows = []
+    for (mode, sid), t in placement.groupby(["mode", "scenario_id"], sort=False):
+        by = t.set_index("policy")
+        rand = by.filter(like="random", axis=0)
+        packed = by.loc["colopred pack (pairs unseen in training)"]
+        rows.append({"mode": mode, "scenario_id": sid, "n_gpus": int(by.loc["one job per GPU", "jobs_running"]),
+                     "one_per_gpu": by.loc["one job per GPU", "throughput"], "random_mean": rand["throughput"].iloc[0],
+                     "colopred": packed["throughput"], "best": by.loc["best (oracle)", "throughput"],
+                     "rank": f"{int(packed['rank_among_placements'])} of {int(packed['n_placements'])}",
+                     "jobs": t["scenario"].iloc[0], "colopred_placement": t["colopred_placement"].iloc[0]})
+    return pd.DataFrame(rows)
+
+
 def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFrame, models: dict,
                  placement: pd.DataFrame | None = None) -> Path:
     import matplotlib
@@ -87,16 +102,22 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
             lines += [f"## {mode}, split: {split}", "", _md_table(t[["method"] + COLS]), ""]
     if placement is not None and not placement.empty:
         lines += ["## Placement on measured data (`Predictor.pack` vs random and one job per GPU)", "",
-                  "Jobs placed two per GPU; each placement is valued by the *measured* normalised throughput of its pairs. "
-                  "colopred's model here was trained without any measured set made only of the scenario's jobs.", ""]
-        fig, axes = plt.subplots(1, placement["mode"].nunique(), figsize=(6 * placement["mode"].nunique(), 3.6), squeeze=False)
-        for ax, (mode, t) in zip(axes[0], placement.groupby("mode", sort=False)):
-            lines += [f"**{mode}**: {t['scenario'].iloc[0]}. colopred placed: {t['colopred_placement'].iloc[0]}.", "",
-                      _md_table(t[[c for c in ("policy", "jobs_running", "throughput", "throughput_per_gpu", "p5", "p95",
-                                               "rank_among_placements") if c in t]]), ""]
-            ax.barh(t["policy"], t["throughput_per_gpu"], color=["#999", "#bbb", "tab:blue", "#555"][: len(t)])
-            ax.invert_yaxis()
-            ax.set(xlabel="measured normalised throughput per GPU", title=mode)
+                  "Groups of jobs whose every pair was measured, placed two per GPU; each placement is valued by the "
+                  "*measured* normalised throughput of its pairs. For each group, colopred's model was trained without "
+                  "any measured set made only of the group's jobs. Rank: among all placements of the group (1 = best).", ""]
+        summary = placement_summary(placement)
+        modes = list(summary["mode"].unique())
+        fig, axes = plt.subplots(1, len(modes), figsize=(6 * len(modes), 3.8), squeeze=False)
+        for ax, mode in zip(axes[0], modes):
+            t = summary[summary["mode"] == mode]
+            lines += [f"**{mode}**", "", _md_table(t.drop(columns=["mode", "jobs", "colopred_placement"])), ""]
+            lines += [f"- group {r.scenario_id}: {r.jobs}; colopred placed {r.colopred_placement}" for r in t.itertuples()] + [""]
+            x = np.arange(len(t))
+            for k, (col, color) in enumerate((("one_per_gpu", "#999"), ("random_mean", "#bbb"), ("colopred", "tab:blue"), ("best", "#555"))):
+                ax.bar(x + (k - 1.5) * 0.2, t[col] / t["n_gpus"], 0.2, color=color, label=col.replace("_", " "))
+            ax.set_xticks(x, [f"group {i}" for i in t["scenario_id"]])
+            ax.set(ylabel="measured throughput per GPU", title=mode, ylim=(0.9, 1.1 * float((t["best"] / t["n_gpus"]).max())))
+            ax.legend(fontsize=7, loc="upper center", ncol=4)
         fig.tight_layout()
         fig.savefig(out / "placement.png", dpi=110)
         plt.close(fig)
