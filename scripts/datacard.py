@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Figures and tables for datasets/h100/README.md (the data card).
 
-  python scripts/datacard.py   # writes datasets/h100/{coverage,delta}.png and the tables between
+  python scripts/datacard.py   # writes datasets/h100/{coverage,delta,batch}.png and the tables between
                                # <!-- datacard:NAME --> markers of datasets/h100/README.md
 """
 
@@ -29,6 +29,25 @@ def md(df: pd.DataFrame) -> str:
 
 def ncu_profiles() -> pd.DataFrame:
     return pd.DataFrame([JobProfile.from_json(p).__dict__ | {"file": p.name} for p in sorted((DATA / "profiles" / "ncu").glob("*.json"))])
+
+
+def batch_table(ok_sets: pd.DataFrame, profs: pd.DataFrame) -> pd.DataFrame:
+    """For every architecture profiled at several batch sizes: the median δ and normalised throughput
+    of the measured pairs each of its jobs is in, per mode."""
+    pairs = ok_sets[ok_sets["n_jobs"] == 2]
+    members = pairs["set"].str.split("+")
+    rows = []
+    for name in sorted(profs["name"], key=lambda n: (n.split("-")[0], int(n.split("-")[1][1:]), n)):
+        arch = name.split("-")[0]
+        if (profs["name"].str.split("-").str[0] == arch).sum() < 2:
+            continue
+        row = {"job": name}
+        for mode in ("timeslice", "mps"):
+            d = pairs[(pairs["mode"] == mode) & members.map(lambda m: name in m)]
+            row |= {f"{mode} pairs": len(d), f"{mode} δ median": d["delta"].median(),
+                    f"{mode} throughput median": d["throughput"].median()}
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def sections(w: pd.DataFrame) -> dict[str, str]:
@@ -67,21 +86,7 @@ def sections(w: pd.DataFrame) -> dict[str, str]:
                                              throughput_median=("throughput", "median"),
                                              pays_off_pct=("throughput", lambda x: 100 * (x > 1).mean()))
     out["by_size"] = md(g2.join(g).reset_index())
-    # Batch size: for every architecture profiled at several batch sizes, the median δ and normalised
-    # throughput of the pairs the job is in.
-    pairs = ok[ok["n_jobs"] == 2]
-    rows = []
-    for name in sorted(profs["name"], key=lambda n: (n.split("-")[0], int(n.split("-")[1][1:]), n)):
-        arch = name.split("-")[0]
-        if (profs["name"].str.split("-").str[0] == arch).sum() < 2:
-            continue
-        row = {"job": name}
-        for mode in ("timeslice", "mps"):
-            d = pairs[(pairs["mode"] == mode) & pairs["set"].str.split("+").map(lambda m: name in m)]
-            row |= {f"{mode} pairs": len(d), f"{mode} δ median": d["delta"].median(),
-                    f"{mode} throughput median": d["throughput"].median()}
-        rows.append(row)
-    out["batch"] = md(pd.DataFrame(rows))
+    out["batch"] = md(batch_table(ok, profs))
     return out
 
 
@@ -132,6 +137,26 @@ def main() -> None:
     axes[1].set(xlabel="DRAM demand M x busy (%)", ylabel="busy fraction", title="jobs: memory-bound vs compute-busy")
     fig.tight_layout()
     fig.savefig(DATA / "coverage.png", dpi=110)
+    plt.close(fig)
+    bt = batch_table(st[st["status"] == "ok"], profs)
+    bt = bt[~bt["job"].str.endswith("-loader")]
+    bt["arch"] = bt["job"].str.split("-").str[0]
+    bt["batch"] = bt["job"].str.split("-").str[1].str[1:].astype(int)
+    colors = {a: plt.cm.tab20((2 * i) % 20 + (2 * i) // 20) for i, a in enumerate(sorted(bt["arch"].unique()))}
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for ax, mode in zip(axes, ("timeslice", "mps")):
+        for arch, g in bt.groupby("arch"):
+            g = g.dropna(subset=[f"{mode} throughput median"]).sort_values("batch")
+            if len(g) >= 2:
+                ax.plot(g["batch"], g[f"{mode} throughput median"], marker="o", color=colors[arch], label=arch)
+        ax.axhline(1, color="k", ls="--", lw=1)
+        ax.set_xscale("log", base=2)
+        ax.set(xlabel="batch size of the job", title=f"{mode}: median normalised throughput of its pairs")
+    axes[0].set_ylabel("normalised throughput Σ t/t′")
+    handles = [plt.Line2D([], [], color=c, marker="o", label=a) for a, c in colors.items()]
+    fig.legend(handles=handles, fontsize=8, loc="upper center", ncol=6)
+    fig.tight_layout(rect=(0, 0, 1, 0.88))
+    fig.savefig(DATA / "batch.png", dpi=110)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 4))
     data, labels = [], []
