@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from colopred.harness.reader import read_windows, repeat_noise, set_table, slowdown_table, solo_noise  # noqa: E402
+from colopred.modeling.dataset import arch_of  # noqa: E402
 from colopred.profile import JobProfile  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "datasets" / "h100"
@@ -27,8 +28,11 @@ def md(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def ncu_profiles() -> pd.DataFrame:
-    return pd.DataFrame([JobProfile.from_json(p).__dict__ | {"file": p.name} for p in sorted((DATA / "profiles" / "ncu").glob("*.json"))])
+def load() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The shipped records, read once: (windows, per-job slowdowns, per-set table, ncu profiles)."""
+    w = read_windows(DATA / "campaigns")
+    profs = pd.DataFrame([JobProfile.from_json(p).__dict__ | {"file": p.name} for p in sorted((DATA / "profiles" / "ncu").glob("*.json"))])
+    return w, slowdown_table(w), set_table(w), profs
 
 
 def batch_table(ok_sets: pd.DataFrame, profs: pd.DataFrame) -> pd.DataFrame:
@@ -36,10 +40,10 @@ def batch_table(ok_sets: pd.DataFrame, profs: pd.DataFrame) -> pd.DataFrame:
     of the measured pairs each of its jobs is in, per mode."""
     pairs = ok_sets[ok_sets["n_jobs"] == 2]
     members = pairs["set"].str.split("+")
+    archs = profs["name"].map(arch_of).value_counts()
     rows = []
-    for name in sorted(profs["name"], key=lambda n: (n.split("-")[0], int(n.split("-")[1][1:]), n)):
-        arch = name.split("-")[0]
-        if (profs["name"].str.split("-").str[0] == arch).sum() < 2:
+    for name in sorted(profs["name"], key=lambda n: (arch_of(n), int(n.split("-")[1][1:]), n)):
+        if archs[arch_of(name)] < 2:
             continue
         row = {"job": name}
         for mode in ("timeslice", "mps"):
@@ -50,11 +54,8 @@ def batch_table(ok_sets: pd.DataFrame, profs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def sections(w: pd.DataFrame) -> dict[str, str]:
-    """The generated Markdown blocks of the data card, by marker name."""
-    s = slowdown_table(w)
-    st = set_table(w)
-    profs = ncu_profiles()
+def sections(w: pd.DataFrame, s: pd.DataFrame, st: pd.DataFrame, profs: pd.DataFrame) -> dict[str, str]:
+    """The generated Markdown blocks of the data card, by marker name (arguments: :func:`load`)."""
     out: dict[str, str] = {}
     ok = st[st["status"] == "ok"]
     rows = []
@@ -108,14 +109,11 @@ def write_sections(readme: Path, blocks: dict[str, str]) -> list[str]:
 
 
 def main() -> None:
-    w = read_windows(DATA / "campaigns")
-    blocks = sections(w)
+    w, s, st, profs = load()
+    blocks = sections(w, s, st, profs)
     missing = write_sections(DATA / "README.md", blocks)
     for name in missing:
         print(f"## {name} (no marker in README.md)\n\n{blocks[name]}\n")
-    s = slowdown_table(w)
-    st = set_table(w)
-    profs = ncu_profiles()
 
     # Figures
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -140,7 +138,7 @@ def main() -> None:
     plt.close(fig)
     bt = batch_table(st[st["status"] == "ok"], profs)
     bt = bt[~bt["job"].str.endswith("-loader")]
-    bt["arch"] = bt["job"].str.split("-").str[0]
+    bt["arch"] = bt["job"].map(arch_of)
     bt["batch"] = bt["job"].str.split("-").str[1].str[1:].astype(int)
     colors = {a: plt.cm.tab20((2 * i) % 20 + (2 * i) // 20) for i, a in enumerate(sorted(bt["arch"].unique()))}
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)

@@ -179,24 +179,23 @@ def step_ncu(work: Path, a) -> None:
 def _campaigns(a) -> list[tuple[Path, str, list[str]]]:
     """(campaign dir, sets, jobs) for each campaign to measure, in order.
 
-    ``--campaigns DIR=SETSFILE,...`` takes each campaign's jobs from its sets file;
-    ``--campaign-dir`` with ``--sets`` and ``--jobs`` names one campaign.
+    ``--campaigns DIR=SETSFILE,...`` takes each campaign's jobs from its sets file (read by
+    colopred's own sets parser); ``--campaign-dir`` with ``--sets`` and ``--jobs`` names one campaign.
     """
+    from colopred.harness.plan import expand_sets
+
     if not a.campaigns:
         return [(Path(a.campaign_dir), a.sets, a.jobs)]
     out = []
     for item in a.campaigns.split(","):
         d, _, sets_file = item.partition("=")
-        jobs: list[str] = []
-        for line in Path(sets_file).read_text().splitlines():
-            line = line.split("#", 1)[0].strip()
-            jobs += [j for j in line.split("+") if j and j not in jobs]
+        jobs = list(dict.fromkeys(j for members in expand_sets(sets_file, []) for j in members))
         out.append((Path(d), sets_file, jobs))
     return out
 
 
 def step_measure(work: Path, a) -> None:
-    for d, sets, jobs in _campaigns(a):
+    for d, sets, jobs in a.campaign_list:
         if elapsed() > a.budget_s - 60:
             log(f"measure {d.name}: budget spent, not started")
             continue
@@ -237,6 +236,7 @@ def main() -> None:
     a.extra_gpm = [j for j in a.extra_gpm.split(",") if j]
     a.ncu_jobs = [j for j in a.ncu_jobs.split(",") if j]
     a.gpm_jobs = [j for j in a.gpm_jobs.split(",") if j]
+    a.campaign_list = _campaigns(a)
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     out = Path(a.out)
@@ -247,7 +247,7 @@ def main() -> None:
         tmp = out / "results.tar.gz.tmp"
         with tarfile.open(tmp, "w:gz") as t:
             t.add(work, arcname="session")
-            for d, _, _ in _campaigns(a):
+            for d, _, _ in a.campaign_list:
                 if d.exists():
                     t.add(d, arcname=f"campaigns/{d.name}")
         os.replace(tmp, out / "results.tar.gz")

@@ -12,6 +12,8 @@ import itertools
 import json
 import random
 
+from colopred.harness.plan import expand_sets
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -27,10 +29,9 @@ def main() -> None:
     done = set()
     for f in a.exclude:
         if f.endswith(".json"):
-            lines = json.load(open(f))["sets"]
+            done |= {tuple(sorted(s.split("+"))) for s in json.load(open(f))["sets"]}
         else:
-            lines = [x.split("#", 1)[0].strip() for x in open(f)]
-        done |= {tuple(sorted(s.split("+"))) for s in lines if s}
+            done |= set(expand_sets(f, []))
     rng = random.Random(a.seed)
     out = []
     for k, n in ((2, a.pairs), (3, a.triples)):
