@@ -83,3 +83,36 @@ def test_parking_pool_runs_windows_and_records_it(tmp_path):
     assert set(w["status"]) == {"ok"}, w[["window_id", "status", "reason"]].to_string()
     recs = [json.loads(l) for l in (tmp_path / "c" / "windows.jsonl").read_text().splitlines()]
     assert recs and all(r["park_idle"] is True for r in recs)
+
+
+def test_refill_batch_restarts_evicted_jobs_oldest_first_while_they_fit():
+    from colopred.harness.campaign import CONTEXT_OVERHEAD_GIB
+    from colopred.harness.gpu_pool import NEW_WORKER_GIB, refill_batch
+
+    peaks = {"big": 50.0, "mid": 9.4, "small": 1.4}
+    assert refill_batch(["big", "mid", "small"], peaks, 12.0) == ["mid", "small"]  # big does not fit, the rest do
+    assert refill_batch(["small", "mid"], peaks, 2.0 + CONTEXT_OVERHEAD_GIB) == ["small"]
+    assert refill_batch(["unseen"], peaks, NEW_WORKER_GIB + CONTEXT_OVERHEAD_GIB) == ["unseen"]
+    assert refill_batch(["unseen"], peaks, NEW_WORKER_GIB) == []
+    assert refill_batch([], peaks, 100.0) == []
+
+
+def test_parking_pool_restarts_evicted_workers_with_the_next_window():
+    """A parked pool brings back workers that were stopped to make room in the same parallel
+    start-up as the next window's, instead of one window at a time."""
+    jobs = ("resnet18-b2-fp32", "dlrm-b8-fp32")
+    pool = GpuWorkerPool("timeslice", jobs, device="cpu", tiny=True, use_nvml=False, park_idle=True, prestart=0)
+    try:
+        pool.evicted = ["dlrm-b8-fp32"]  # as if _make_room had stopped it for a large window
+        res, _ = pool.run_window(("resnet18-b2-fp32",), duration_s=1.0, warmup_s=0.2)
+        assert res["resnet18-b2-fp32"]["status"] == "ok"
+        assert set(pool.workers) == set(jobs) and pool.evicted == []
+    finally:
+        pool.close()
+    plain = GpuWorkerPool("timeslice", jobs, device="cpu", tiny=True, use_nvml=False, park_idle=False, prestart=0)
+    try:
+        plain.evicted = ["dlrm-b8-fp32"]  # unparked workers hold their peak: no refill
+        plain.run_window(("resnet18-b2-fp32",), duration_s=1.0, warmup_s=0.2)
+        assert set(plain.workers) == {"resnet18-b2-fp32"} and plain.evicted == ["dlrm-b8-fp32"]
+    finally:
+        plain.close()

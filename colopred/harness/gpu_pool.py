@@ -18,6 +18,25 @@ from .worker import worker_main
 
 READY_TIMEOUT_S = 600.0
 PRESTART_FRACTION = 0.3  # prestart workers while idle ones hold less than this share of GPU memory
+MEMORY_BUDGET_FRACTION = 0.92  # share of GPU memory the pool plans to fill
+NEW_WORKER_GIB = 2.0  # assumed start-up peak of a job never seen before
+
+
+def refill_batch(evicted: list[str], peak_gib: dict[str, float], free_gib: float) -> list[str]:
+    """Evicted jobs to restart beside a window's own start-ups, oldest eviction first: each
+    while its start-up peak (solo peak + CUDA context) still fits in ``free_gib``.
+
+    A parked worker warms up at its full peak before it parks, so jobs started together must
+    fit together; restarting them in one parallel batch costs one start-up instead of one per
+    later window that needs them.
+    """
+    out = []
+    for j in evicted:
+        need = peak_gib.get(j, NEW_WORKER_GIB) + CONTEXT_OVERHEAD_GIB
+        if need <= free_gib:
+            out.append(j)
+            free_gib -= need
+    return out
 
 
 @dataclass
@@ -47,6 +66,7 @@ class GpuWorkerPool:
         self.workers: dict[str, _Worker] = {}
         self.dead: dict[str, str] = {}
         self.peak_seen_gib: dict[str, float] = {}  # per job; survives a worker's eviction
+        self.evicted: list[str] = []  # stopped to make room, oldest first; parked pools restart them in batches
         self.nvml = None
         self.gpu_name = None
         self.driver = None
@@ -88,15 +108,19 @@ class GpuWorkerPool:
     def _held_gib(self, exclude: tuple[str, ...] = ()) -> float:
         return sum(w.resident_gib + CONTEXT_OVERHEAD_GIB for j, w in self.workers.items() if j not in exclude)
 
-    def _ensure(self, jobs: tuple[str, ...]) -> dict[str, str]:
-        """Start missing workers (in parallel). A worker that runs out of memory while it starts
-        is tried once more after every idle worker is stopped. Returns {job: error} for failures."""
-        failed = self._start(jobs)
+    def _ensure(self, jobs: tuple[str, ...], extra: tuple[str, ...] = ()) -> dict[str, str]:
+        """Start missing workers (in parallel, with ``extra`` ones that no window waits for). A
+        worker of ``jobs`` that runs out of memory while it starts is tried once more after every
+        idle worker is stopped. Returns {job: error} for failures of ``jobs``."""
+        failed = self._start(jobs + extra)
+        self.evicted = [j for j in self.evicted if j not in self.workers]
+        failed = {j: e for j, e in failed.items() if j in jobs}  # an extra that failed is retried later
         oom = tuple(j for j, e in failed.items() if e.startswith("oom") and j not in self.dead)
         idle = [j for j in self.workers if j not in jobs]
         if oom and idle and self.device != "cpu":
             for j in idle:
                 self._stop_worker(j)
+            self.evicted += [j for j in idle if j not in self.evicted]
             self.log(f"stopped {len(idle)} idle workers to start {', '.join(oom)}")
             retried = self._start(oom)
             failed = {j: e for j, e in failed.items() if j not in oom} | retried
@@ -153,17 +177,31 @@ class GpuWorkerPool:
     def _make_room(self, jobs: tuple[str, ...]) -> None:
         if self.device == "cpu":
             return
-        budget = self.memory_gib * 0.92
-        # A job's peak so far (any of its workers, or the campaign's solo records); unknown: a
-        # started worker already holds its memory, a new one is assumed to need 2 GiB.
-        need = sum(CONTEXT_OVERHEAD_GIB + self.peak_seen_gib.get(j, 0.0 if j in self.workers else 2.0) for j in jobs)
+        budget = self.memory_gib * MEMORY_BUDGET_FRACTION
+        need = self._window_need_gib(jobs)
         idle = sorted((w for j, w in self.workers.items() if j not in jobs), key=lambda w: w.last_used)
         held = self._held_gib(exclude=jobs)
         while idle and held + need > budget:
             w = idle.pop(0)
             held -= w.resident_gib + CONTEXT_OVERHEAD_GIB
             self._stop_worker(w.job)
+            self.evicted.append(w.job)
             self.log(f"stopped idle worker {w.job} to make room")
+
+    def _window_need_gib(self, jobs: tuple[str, ...]) -> float:
+        """GiB a window's jobs need while they run: a job's peak so far (any of its workers, or the
+        campaign's solo records); unknown: a started worker already holds its memory, a new one is
+        assumed to need NEW_WORKER_GIB."""
+        return sum(CONTEXT_OVERHEAD_GIB + self.peak_seen_gib.get(j, 0.0 if j in self.workers else NEW_WORKER_GIB) for j in jobs)
+
+    def _refill(self, jobs: tuple[str, ...]) -> tuple[str, ...]:
+        """Evicted workers to restart together with this window's own start-ups (parked pools only:
+        a parked worker holds little more than its context once it is ready)."""
+        if not (self.park_idle and self.evicted):
+            return ()
+        free = self.memory_gib * MEMORY_BUDGET_FRACTION - self._held_gib(exclude=jobs) - self._window_need_gib(jobs)
+        cand = [j for j in self.evicted if j not in jobs and j not in self.workers and j not in self.dead]
+        return tuple(refill_batch(cand, self.peak_seen_gib, free))
 
     def _stop_worker(self, job: str) -> None:
         w = self.workers.pop(job)
@@ -176,7 +214,10 @@ class GpuWorkerPool:
     # ------------------------------------------------------------------ windows
     def run_window(self, jobs: tuple[str, ...], duration_s: float, warmup_s: float):
         self._make_room(jobs)
-        failed = self._ensure(jobs)
+        extra = self._refill(jobs)
+        if extra:
+            self.log(f"restarting {len(extra)} evicted workers with this window's: {', '.join(extra)}")
+        failed = self._ensure(jobs, extra)
         if failed:
             return {j: ({"status": "error", "error": failed[j], "iterations": 0} if j in failed else {"status": "skipped", "iterations": 0})
                     for j in jobs}, None
