@@ -80,3 +80,33 @@ def test_data_card_tables_match_the_shipped_data():
     assert {"counts", "windows", "jobs", "repeat_noise", "by_size", "batch"} <= set(blocks)
     for name, body in blocks.items():
         assert f"<!-- datacard:{name} -->\n{body}\n<!-- /datacard:{name} -->" in text, name
+
+
+def test_segments_start_at_a_host_change_or_a_long_pause():
+    import pandas as pd
+
+    from colopred.harness.reader import SEGMENT_GAP_S, segments
+
+    t0 = pd.Timestamp("2026-11-22T10:00:00Z")
+    at = [t0, t0 + pd.Timedelta(seconds=5), t0 + pd.Timedelta(seconds=5 + SEGMENT_GAP_S + 1),
+          t0 + pd.Timedelta(seconds=2 * SEGMENT_GAP_S), t0 + pd.Timedelta(seconds=2 * SEGMENT_GAP_S + 5), t0]
+    w = pd.DataFrame({"campaign": ["a"] * 5 + ["b"], "seq": [0, 1, 2, 3, 4, 0],
+                      "started_at": [x.isoformat() for x in at], "host": ["h1", "h1", "h1", "h1", "h2", None]})
+    assert segments(w).tolist() == [0, 0, 1, 1, 2, 0]
+
+
+def test_slowdowns_take_their_solo_baseline_from_the_same_machine():
+    """h100-c5a was measured on three machines (leases); its small jobs ran up to ~25% faster
+    alone on the later ones. Each collocated window's solo time must come from solo windows of
+    its own segment, not a mean across machines."""
+    from colopred.harness.reader import slowdown_table, solo_table
+
+    w = read_windows(DATA / "campaigns" / "h100-c5a")
+    assert w["segment"].nunique() == 3
+    solos = solo_table(w)
+    rng = solos.groupby(["mode", "segment", "job"])["iteration_ms"].agg(["min", "max"])
+    slow = slowdown_table(w).merge(w[["window_id", "segment"]], on="window_id")
+    assert slow["solo_same_segment"].all()
+    lo = rng.loc[list(zip(slow["mode"], slow["segment"], slow["job"])), "min"].to_numpy()
+    hi = rng.loc[list(zip(slow["mode"], slow["segment"], slow["job"])), "max"].to_numpy()
+    assert ((slow["solo_ms"] >= lo - 1e-9) & (slow["solo_ms"] <= hi + 1e-9)).all()

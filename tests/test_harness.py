@@ -1,5 +1,6 @@
 """Window schedule, campaign runner, resume and reader, with fake workers (no GPU)."""
 
+import platform
 
 import pytest
 
@@ -92,6 +93,7 @@ def test_campaign_records_and_reader(tmp_path):
     for r in recs:
         prov = r["provenance"]
         assert prov["gpu"] == "Fake GPU" and prov["harness_version"] and prov["date"] and prov["mode"] == r["mode"]
+        assert prov["host"] == platform.node()
     w = read_windows(tmp_path / "c")
     s = slowdown_table(w)
     # slowdown recovered exactly from the fake physics

@@ -3,8 +3,13 @@
 ``read_windows`` gives one row per window record. ``slowdown_table`` gives one row per
 (collocated window, job): solo ms, collocated ms, slowdown, and the set's δ and
 normalised throughput. Each slowdown uses *nearby* solo times: the mean of the job's
-solo windows just before and just after the collocated window in the same campaign
-and mode (drift between windows is real: several % on an H100).
+solo windows just before and just after the collocated window in the same campaign,
+mode and segment (drift between windows is real: several % on an H100). A segment is
+a stretch of windows run on one machine without a break: it ends where the recorded
+host changes or where more than SEGMENT_GAP_S pass between two windows (a campaign
+resumed on another lease). Solo times differ between machines by up to ~20% for small,
+CPU-bound jobs, so a baseline from another segment is used only where the collocated
+window's own segment has no solo window of the job (``solo_same_segment`` is then False).
 
   slowdown s_j   = t'_j,S / t_j
   δ (eq. 4.1)    = Σ_j t_j / max_j t'_j,S
@@ -22,6 +27,8 @@ import pandas as pd
 from ..errors import InputError
 from .campaign import RECORDS_FILE
 from .records import iter_records
+
+SEGMENT_GAP_S = 300.0  # a fresh machine takes longer to start; restarts inside one call took < 3 min
 
 
 def _record_files(paths) -> list[Path]:
@@ -69,13 +76,32 @@ def read_windows(paths) -> pd.DataFrame:
                     "driver": prov.get("driver"),
                     "torch": prov.get("torch"),
                     "harness_version": prov.get("harness_version"),
+                    "host": prov.get("host"),
                 }
             )
     df = pd.DataFrame(rows)
+    df["segment"] = segments(df)
     dup = df.duplicated(["campaign", "window_id"])
     if dup.any():
         raise InputError(None, f"window {df.loc[dup, 'window_id'].iloc[0]} is recorded twice in campaign {df.loc[dup, 'campaign'].iloc[0]}")
     return df
+
+
+def segments(windows: pd.DataFrame) -> pd.Series:
+    """Segment number of each window within its campaign, in record (= execution) order: a new
+    segment starts where the host changes or more than SEGMENT_GAP_S pass between windows."""
+    if windows.empty:
+        return pd.Series([], dtype=int)
+    t = pd.to_datetime(windows["started_at"], utc=True, errors="coerce")
+    out = pd.Series(0, index=windows.index)
+    for _, g in windows.groupby("campaign", sort=False):
+        g = g.sort_values("seq")
+        tg = t[g.index]
+        gap = tg.diff().dt.total_seconds() > SEGMENT_GAP_S
+        host = g["host"] if "host" in g else pd.Series(None, index=g.index)
+        moved = host.notna() & host.shift().notna() & (host != host.shift())
+        out[g.index] = (gap | moved).cumsum().to_numpy()
+    return out
 
 
 def solo_table(windows: pd.DataFrame) -> pd.DataFrame:
@@ -86,11 +112,11 @@ def solo_table(windows: pd.DataFrame) -> pd.DataFrame:
         job = w.jobs[0]
         r = w.results[job]
         rows.append(
-            {"campaign": w.campaign, "mode": w.mode, "seq": w.seq, "job": job, "iteration_ms": r["mean_ms"],
+            {"campaign": w.campaign, "mode": w.mode, "seq": w.seq, "segment": w.segment, "job": job, "iteration_ms": r["mean_ms"],
              "median_ms": r.get("median_ms"), "iterations": r.get("iterations"), "peak_memory_gib": r.get("peak_memory_gib"),
              "started_at": w.started_at}
         )
-    return pd.DataFrame(rows, columns=["campaign", "mode", "seq", "job", "iteration_ms", "median_ms", "iterations", "peak_memory_gib", "started_at"])
+    return pd.DataFrame(rows, columns=["campaign", "mode", "seq", "segment", "job", "iteration_ms", "median_ms", "iterations", "peak_memory_gib", "started_at"])
 
 
 def solo_noise(windows: pd.DataFrame) -> pd.DataFrame:
@@ -104,8 +130,13 @@ def solo_noise(windows: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns="std_ms")
 
 
-def _nearby_solo(solos: pd.DataFrame, seq: int) -> float | None:
-    """Mean of the solo windows just before and just after ``seq`` (either if only one exists)."""
+def _nearby_solo(solos: pd.DataFrame, seq: int, segment: int | None = None) -> tuple[float | None, bool]:
+    """Mean of the solo windows just before and just after ``seq`` (either if only one exists),
+    taken from ``segment`` where it has any; returns (ms, whether they came from ``segment``)."""
+    if segment is not None:
+        own = solos[solos["segment"] == segment]
+        if len(own):
+            return _nearby_solo(own, seq)[0], True
     before = solos[solos["seq"] < seq]
     after = solos[solos["seq"] > seq]
     vals = []
@@ -113,7 +144,7 @@ def _nearby_solo(solos: pd.DataFrame, seq: int) -> float | None:
         vals.append(before["iteration_ms"].iloc[-1])
     if len(after):
         vals.append(after["iteration_ms"].iloc[0])
-    return float(np.mean(vals)) if vals else None
+    return (float(np.mean(vals)) if vals else None), segment is None
 
 
 def slowdown_table(windows: pd.DataFrame) -> pd.DataFrame:
@@ -127,23 +158,24 @@ def slowdown_table(windows: pd.DataFrame) -> pd.DataFrame:
         per_job = []
         for job in w.jobs:
             s = by_key.get((w.campaign, w.mode, job))
-            t = None if s is None else _nearby_solo(s, w.seq)
+            t, same = (None, False) if s is None else _nearby_solo(s, w.seq, w.segment)
             r = w.results[job]
-            per_job.append((job, t, r["mean_ms"], r.get("iterations"), r.get("peak_memory_gib")))
+            per_job.append((job, t, r["mean_ms"], r.get("iterations"), r.get("peak_memory_gib"), same))
         if any(t is None for _, t, *_ in per_job):
             continue  # no solo baseline for some member: cannot form a slowdown
         sum_t = sum(t for _, t, *_ in per_job)
         delta = sum_t / max(c for _, _, c, *_ in per_job)
         thr = sum(t / c for _, t, c, *_ in per_job)
-        for job, t, c, iters, mem in per_job:
+        for job, t, c, iters, mem, same in per_job:
             rows.append(
                 {"campaign": w.campaign, "window_id": w.window_id, "seq": w.seq, "mode": w.mode, "set": w.set,
                  "n_jobs": w.n_jobs, "repeat": w.repeat, "job": job, "solo_ms": t, "colo_ms": c, "slowdown": c / t,
                  "delta": delta, "throughput": thr, "iterations": iters, "peak_memory_gib": mem,
-                 "solo_cv": noise.get((w.campaign, w.mode, job), np.nan), "gpu": w.gpu, "started_at": w.started_at}
+                 "solo_cv": noise.get((w.campaign, w.mode, job), np.nan), "solo_same_segment": same, "gpu": w.gpu,
+                 "started_at": w.started_at}
             )
     cols = ["campaign", "window_id", "seq", "mode", "set", "n_jobs", "repeat", "job", "solo_ms", "colo_ms", "slowdown",
-            "delta", "throughput", "iterations", "peak_memory_gib", "solo_cv", "gpu", "started_at"]
+            "delta", "throughput", "iterations", "peak_memory_gib", "solo_cv", "solo_same_segment", "gpu", "started_at"]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -104,7 +104,7 @@ def iter_records(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
 
 
 def provenance(mode: str, gpu_name: str | None = None, driver: str | None = None) -> dict[str, Any]:
-    """Provenance stamped on every record: GPU, driver, CUDA, torch, harness version, date, mode."""
+    """Provenance stamped on every record: GPU, driver, CUDA, torch, harness version, host, date, mode."""
     info: dict[str, Any] = {
         "gpu": gpu_name,
         "driver": driver,
@@ -112,6 +112,7 @@ def provenance(mode: str, gpu_name: str | None = None, driver: str | None = None
         "torch": None,
         "harness_version": HARNESS_VERSION,
         "python": platform.python_version(),
+        "host": platform.node(),  # tells machines apart: solo baselines are not mixed across them
         "mode": mode,
         "date": now_iso(),
     }
