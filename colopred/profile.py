@@ -30,6 +30,7 @@ PCT_FIELDS = (
     "theoretical_occupancy_pct",
     "l2_hit_rate_pct",
     "tensor_util_pct",
+    "sm_fill_pct",
 )
 
 
@@ -61,6 +62,10 @@ class JobProfile:
     l2_hit_rate_pct: float | None = None
     tensor_util_pct: float | None = None
     peak_memory_gib: float | None = None
+    sm_fill_pct: float | None = None
+    """Duration-weighted share of the SMs a kernel's grid fills: Σ tᵢ·min(1, wavesᵢ) / Σ tᵢ, in %
+    (wavesᵢ = ncu's launch__waves_per_multiprocessor). Under MPS a co-runner's kernels of high fill
+    leave no SM free for another process's kernels. ncu profiles only (None from GPM)."""
     distributions: dict[str, dict[str, float]] = field(default_factory=dict)
     """Per-kernel metric distributions, duration weighted: ``{metric: {"p10": .., "hist_0_10": ..}}``."""
     meta: dict[str, Any] = field(default_factory=dict)
@@ -159,6 +164,7 @@ class JobProfile:
             f"  theoretical occupancy {f(self.theoretical_occupancy_pct, ' %')}",
             f"  L2 hit rate           {f(self.l2_hit_rate_pct, ' %')}",
             f"  tensor activity       {f(self.tensor_util_pct, ' %')}",
+            f"  SM fill               {f(self.sm_fill_pct, ' %')}",
             f"  peak memory           {f(self.peak_memory_gib, ' GiB', 2)}",
         ]
         for metric, dist in self.distributions.items():

@@ -198,3 +198,33 @@ def test_bad_row_error_names_its_line_in_the_file(report_text, write):
     with pytest.raises(InputError, match=f"malformed line {h + 8} "):
         read_ncu_csv(path)
     assert path.read_text().splitlines()[h + 7] == '"garbage","x"'
+
+
+@pytest.mark.parametrize("path", [FULL_REPORT, MINIMAL_REPORT], ids=["full", "minimal"])
+def test_sm_fill_is_the_duration_weighted_share_of_sms_a_grid_fills(path):
+    """sm_fill_pct = Σ tᵢ·min(1, wavesᵢ) / Σ tᵢ (in %), checked against the raw CSV read with csv only."""
+    import gzip
+
+    lines = gzip.open(path, "rt").read().splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith('"ID"'))
+    rows = list(csv.reader(lines[start:]))
+    h = rows[0]
+    it, iw = h.index("gpu__time_duration.sum"), h.index("launch__waves_per_multiprocessor")
+    t = np.array([float(r[it].replace(",", "")) for r in rows[2:]])
+    w = np.array([float(r[iw].replace(",", "")) for r in rows[2:]])
+    expect = 100 * (t * np.minimum(1, w)).sum() / t.sum()
+    p = profile_from_ncu(read_ncu_csv(path), name="x", iteration_ms=t.sum() / 1e6 * 1.1)
+    assert p.sm_fill_pct == pytest.approx(expect, rel=1e-9)
+    assert 0 < p.sm_fill_pct < 100 and (w < 1).any()  # some grids leave SMs free
+
+
+def test_shipped_ncu_profiles_rebuild_from_their_raw_reports():
+    """Every shipped ncu profile comes out of its shipped raw report unchanged with the current
+    profiler (scripts/reprofile_ncu.py --check), sm_fill_pct included."""
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "reprofile_ncu.py"), "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -179,3 +179,20 @@ def test_non_model_files_are_refused(tmp_path):
     bad.write_text(json.dumps(d))
     with pytest.raises(InputError, match="not a valid XGBoost model"):
         Predictor.load(bad)
+
+
+def test_gpm_profiles_leave_sm_fill_missing_not_zero(profiles):
+    """A GPM profile has no SM fill: its own and its partners' sm_fill features are missing (NaN),
+    every other feature is filled, and the shipped model still predicts."""
+    gpm = JobProfile.from_json(DATA / "profiles" / "nvml" / "vgg16-b32-fp32.json")
+    assert gpm.sm_fill_pct is None
+    a, b = profiles["resnet18-b64-fp32"], profiles["lstm_lm-b64-fp32"]
+    f = feature_frame([[a, gpm, b]]).set_index("job")
+    fill_cols = [c for c in FEATURES if c.endswith("sm_fill")]
+    assert np.isnan(f.loc["vgg16-b32-fp32", "t_sm_fill"])
+    assert f.loc["resnet18-b64-fp32", fill_cols].isna().sum() == len(fill_cols) - 1  # only t_sm_fill known
+    assert f.loc["vgg16-b32-fp32", "co_max_sm_fill"] == pytest.approx(max(a.sm_fill_pct, b.sm_fill_pct))
+    others = [c for c in FEATURES if c not in fill_cols]
+    assert np.isfinite(f[others].to_numpy()).all()
+    pred = Predictor.default("mps").predict([a, gpm, b])
+    assert len(pred.slowdown) == 3 and all(np.isfinite(s) and s > 0 for s in pred.slowdown)

@@ -15,10 +15,13 @@ import pandas as pd
 from ..profile import JobProfile
 
 # Per-job base features, computed from a JobProfile.
-BASE = ("busy", "dram_util", "dram_demand", "occupancy", "occ_demand", "log_iter_ms", "log_kernels", "mean_kernel_us", "mem_gib")
-# Co-runners' kernel granularity (mean kernel time, kernel count) matters under MPS, where a
-# job of many short kernels waits behind a co-runner's long, high-occupancy ones.
-CO_AGG = ("busy", "dram_demand", "occ_demand", "dram_util", "mem_gib", "mean_kernel_us", "log_kernels")
+BASE = ("busy", "dram_util", "dram_demand", "occupancy", "occ_demand", "log_iter_ms", "log_kernels", "mean_kernel_us", "mem_gib",
+        "sm_fill")
+# Co-runners' kernel granularity (mean kernel time, kernel count) and how many SMs their grids
+# fill matter under MPS, where a job of many short kernels waits behind a co-runner's long ones
+# that leave no SM free. sm_fill is missing (NaN) for GPM profiles; so are the co-runner
+# aggregates of a set where any co-runner lacks it (XGBoost routes missing values itself).
+CO_AGG = ("busy", "dram_demand", "occ_demand", "dram_util", "mem_gib", "mean_kernel_us", "log_kernels", "sm_fill")
 AGGS = ("sum", "max", "min", "mean")
 # Every column of a feature row (the set's totals are t_x + co_sum_x).
 FEATURES = tuple(
@@ -58,6 +61,7 @@ def base_vector(p: JobProfile) -> np.ndarray:
             math.log1p(kernels),
             mean_kernel_us,
             p.peak_memory_gib or 0.0,
+            p.sm_fill_pct if p.sm_fill_pct is not None else np.nan,
         ],
         dtype=np.float64,
     )
@@ -88,13 +92,16 @@ def feature_matrix(P: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray, np.ndar
             continue
         own = V[m, i, :]
         others = np.delete(C[m], i, axis=1)  # rows x (k-1) x c
-        co_sum = total[m] - C[m, i, :]
+        # a co-runner's value that is missing (not an empty slot) makes the aggregate missing
+        lacking = (np.delete(valid[m], i, axis=1)[..., None] & np.isnan(others)).any(axis=1)  # rows x c
+        co_sum = total[m] - np.nan_to_num(C[m, i, :])
         with np.errstate(all="ignore"):
             co_max = np.nanmax(np.where(np.isnan(others), -np.inf, others), axis=1) if k > 1 else np.zeros_like(co_sum)
             co_min = np.nanmin(np.where(np.isnan(others), np.inf, others), axis=1) if k > 1 else np.zeros_like(co_sum)
         co_max = np.where(np.isfinite(co_max), co_max, 0.0)
         co_min = np.where(np.isfinite(co_min), co_min, 0.0)
         co_mean = co_sum / np.maximum(n_jobs[m, None] - 1, 1)
+        co_sum, co_max, co_min, co_mean = (np.where(lacking, np.nan, a) for a in (co_sum, co_max, co_min, co_mean))
         agg = np.stack([co_sum, co_max, co_min, co_mean], axis=2).reshape(len(own), -1)  # per base: AGGS order
         rows.append(np.hstack([own, agg, n_jobs[m, None].astype(float)]))
         set_of.append(np.flatnonzero(m))

@@ -84,6 +84,9 @@ def kernel_metrics(kernels: pd.DataFrame) -> dict[str, Any]:
             if d:
                 dists[col] = d
     out["distributions"] = dists
+    if "waves_per_sm" in kernels:  # JobProfile.sm_fill_pct: Σ tᵢ·min(1, wavesᵢ) / Σ tᵢ, in %
+        fill = weighted_mean(100.0 * np.minimum(1.0, kernels["waves_per_sm"].to_numpy(dtype=float)), t)
+        out["sm_fill_pct"] = None if np.isnan(fill) else fill
     out["kernel_count"] = int(len(kernels))
     out["kernel_ms_total"] = float(t.sum() / 1e6)
     out["mean_kernel_us"] = float(t.mean() / 1e3) if len(t) else 0.0
@@ -144,6 +147,7 @@ def profile_from_ncu(
         achieved_occupancy_pct=km["achieved_occupancy_pct"],
         sm_throughput_pct=km.get("sm_throughput_pct"),
         theoretical_occupancy_pct=km.get("theoretical_occupancy_pct"),
+        sm_fill_pct=km.get("sm_fill_pct"),
         l2_hit_rate_pct=km.get("l2_hit_rate_pct"),
         peak_memory_gib=peak_memory_gib,
         distributions=km["distributions"],
