@@ -11,7 +11,9 @@ import argparse
 import itertools
 import json
 import random
+import sys
 
+from colopred.errors import InputError
 from colopred.harness.plan import expand_sets
 
 
@@ -57,4 +59,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except InputError as e:
+        sys.exit(f"make_sets: error: {e}")
