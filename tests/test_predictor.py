@@ -196,3 +196,19 @@ def test_gpm_profiles_leave_sm_fill_missing_not_zero(profiles):
     assert np.isfinite(f[others].to_numpy()).all()
     pred = Predictor.default("mps").predict([a, gpm, b])
     assert len(pred.slowdown) == 3 and all(np.isfinite(s) and s > 0 for s in pred.slowdown)
+
+
+def test_evaluation_runs_when_profiles_lack_sm_fill(dataset):
+    """A lab's ncu reports without launch__waves_per_multiprocessor give profiles without SM fill:
+    every method of the evaluation still fits and predicts (missing features stay missing for
+    XGBoost; the ridge baseline imputes them)."""
+    from colopred.modeling.evaluate import evaluate_mode
+
+    df = dataset.for_mode("timeslice")
+    df = df[df["set_archs"].map(lambda a: {"resnet18", "vgg16", "lstm_lm"} & set(a) != set())].reset_index(drop=True)
+    for c in FEATURES:
+        if c.endswith("sm_fill"):
+            df[c] = np.nan
+    table, preds = evaluate_mode(df)
+    assert set(table["split"]) == {"random", "leave-arch", "pairs->triples"}
+    assert table["slowdown_mape_pct"].notna().all() and np.isfinite(preds["pred"]).all()

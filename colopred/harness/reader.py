@@ -7,7 +7,7 @@ solo windows just before and just after the collocated window in the same campai
 mode and segment (drift between windows is real: several % on an H100). A segment is
 a stretch of windows run on one machine without a break: it ends where the recorded
 host changes or where more than SEGMENT_GAP_S pass between two windows (a campaign
-resumed on another lease). Solo times differ between machines by up to ~20% for small,
+resumed on another lease). Solo times differ between machines by up to ~30% for small,
 CPU-bound jobs, so a baseline from another segment is used only where the collocated
 window's own segment has no solo window of the job (``solo_same_segment`` is then False).
 
