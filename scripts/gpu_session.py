@@ -7,6 +7,8 @@ Steps (``--steps``, comma separated, run in this order):
   gpm       `colopred profile nvml` for every job in --jobs (+ --extra-gpm jobs)
   ncucost   ncu cost of replay modes and metric sets on --cost-job, and whether features change
   ncu       `colopred profile run` for the jobs in --jobs, cheapest faithful variant, while time lasts
+  parkcheck solo windows of --parkcheck-jobs with idle workers parked and resident, alternating
+            (ABBA over --parkcheck-rounds), on one machine -> parkcheck.csv (reader.park_effect)
   measure   `colopred measure` campaigns (--campaigns DIR=SETS,... or --campaign-dir), each resumed if it
             exists, in order, stopped at the budget
 
@@ -211,7 +213,39 @@ def step_measure(work: Path, a) -> None:
         log(f"measure {d.name} rc={rc} in {s:.0f} s")
 
 
-STEPS = {"env": step_env, "smoke": step_smoke, "gpm": step_gpm, "ncucost": step_ncucost, "ncu": step_ncu, "measure": step_measure}
+def step_parkcheck(work: Path, a) -> None:
+    """Is a solo time the same with idle workers parked (state in host memory) as resident? Short
+    timeslice campaigns of the same jobs (one pair each, so parked workers exist), with and without
+    --park-idle, alternated so that drift does not favour one kind."""
+    import pandas as pd
+
+    from colopred.harness.reader import park_effect, read_windows
+
+    base = work / "parkcheck"
+    dirs = []
+    for r in range(a.parkcheck_rounds):
+        for park in ((True, False) if r % 2 == 0 else (False, True)):
+            if elapsed() > a.budget_s - 60:
+                log("parkcheck: budget spent")
+                break
+            d = base / f"r{r}-{'parked' if park else 'resident'}"
+            args = ["measure", "--jobs", ",".join(a.parkcheck_jobs), "--sets", "pairs", "--max-sets", "1", "--mode", "timeslice",
+                    "--repeat-frac", "0", "--min-iters", "12", "--out", str(d), "--quiet", "-v", *a.measure_extra.split()]
+            if park:
+                args.append("--park-idle")
+            if (d / "campaign.json").exists():
+                args.append("--resume")
+            rc, sec = sh(colopred(*args), timeout=a.budget_s - elapsed() - 10, log_path=work / "parkcheck.log")
+            log(f"parkcheck {d.name} rc={rc} in {sec:.0f} s")
+            dirs.append(d)
+    have = [d for d in dirs if (d / "windows.jsonl").exists()]
+    if have:
+        table = park_effect(pd.concat([read_windows(d) for d in have], ignore_index=True))
+        table.to_csv(work / "parkcheck.csv", index=False)
+        log("parkcheck:\n" + table.to_string(index=False))
+
+
+STEPS = {"env": step_env, "smoke": step_smoke, "gpm": step_gpm, "ncucost": step_ncucost, "ncu": step_ncu, "parkcheck": step_parkcheck, "measure": step_measure}
 
 
 def main() -> None:
@@ -229,6 +263,9 @@ def main() -> None:
     ap.add_argument("--max-sets", type=int, default=16)
     ap.add_argument("--campaign-dir", default="runs/campaign")
     ap.add_argument("--campaigns", default="", help="DIR=SETSFILE,... measured in order, jobs from each sets file")
+    ap.add_argument("--parkcheck-jobs", default="gpt2_small-b8-bf16,vgg16-b256-fp32,resnet18-b16-fp32,mobilenet_v2-b32-fp32-loader")
+    ap.add_argument("--parkcheck-rounds", type=int, default=2, help="each round: one parked and one resident campaign")
+    ap.add_argument("--measure-extra", default="", help=argparse.SUPPRESS)  # e.g. "--device cpu --tiny" in tests
     ap.add_argument("--work", default="runs/session")
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
     a = ap.parse_args()
@@ -236,6 +273,7 @@ def main() -> None:
     a.extra_gpm = [j for j in a.extra_gpm.split(",") if j]
     a.ncu_jobs = [j for j in a.ncu_jobs.split(",") if j]
     a.gpm_jobs = [j for j in a.gpm_jobs.split(",") if j]
+    a.parkcheck_jobs = [j for j in a.parkcheck_jobs.split(",") if j]
     a.campaign_list = _campaigns(a)
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)

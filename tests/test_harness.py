@@ -1,5 +1,7 @@
 """Window schedule, campaign runner, resume and reader, with fake workers (no GPU)."""
 
+import json
+import os
 import platform
 
 import pytest
@@ -222,3 +224,48 @@ def test_gpu_session_campaigns_take_their_jobs_from_the_sets_files(tmp_path):
     assert [(d.name, jobs) for d, _, jobs in got] == [("ca", ["j1", "j2", "j3"]), ("cb", ["j4", "j5"])]
     a.campaigns = ""
     assert gs._campaigns(a) == [(Path("unused"), "pairs", ["x"])]
+
+
+def test_park_effect_compares_parked_and_resident_solo_windows_of_shipped_data():
+    """h100-c4c's timeslice part was measured partly with --park-idle: park_effect pairs the two
+    kinds of solo windows per job, with the means recomputed here from the records."""
+    from pathlib import Path
+
+    from colopred.harness.reader import park_effect, solo_table
+
+    w = read_windows(Path(__file__).parents[1] / "datasets" / "h100" / "campaigns" / "h100-c4c")
+    eff = park_effect(w).set_index(["mode", "job"])
+    s = solo_table(w)
+    both = s.groupby(["mode", "job"])["park_idle"].nunique()
+    assert set(eff.index) == set(both[both == 2].index) and len(eff) >= 10
+    g = s[(s["job"] == "gpt2_small-b8-bf16") & (s["mode"] == "timeslice")]
+    row = eff.loc[("timeslice", "gpt2_small-b8-bf16")]
+    assert row["parked_ms"] == pytest.approx(g[g["park_idle"]]["iteration_ms"].mean())
+    assert row["resident_ms"] == pytest.approx(g[~g["park_idle"]]["iteration_ms"].mean())
+    assert row["n_parked"] + row["n_resident"] == len(g)
+    assert row["parked_vs_resident_pct"] == pytest.approx(100 * (row["parked_ms"] / row["resident_ms"] - 1))
+
+
+def test_gpu_session_parkcheck_runs_parked_and_resident_campaigns(tmp_path):
+    """The parkcheck step on the CPU with tiny models: one parked and one resident campaign of the
+    same jobs, and a table with both timings for every job."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+
+    root = Path(__file__).parents[1]
+    r = subprocess.run([sys.executable, str(root / "scripts" / "gpu_session.py"), "--steps", "parkcheck",
+                        "--parkcheck-jobs", "resnet18-b2-fp32,dlrm-b8-fp32", "--parkcheck-rounds", "1",
+                        "--measure-extra", "--device cpu --tiny --no-nvml", "--work", str(tmp_path / "work"),
+                        "--out", str(tmp_path / "out"), "--budget-s", "300"],
+                       capture_output=True, text=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    table = pd.read_csv(tmp_path / "work" / "parkcheck.csv")
+    assert set(table["job"]) == {"resnet18-b2-fp32", "dlrm-b8-fp32"}
+    assert (table["n_parked"] >= 2).all() and (table["n_resident"] >= 2).all()
+    for d, park in (("r0-parked", True), ("r0-resident", False)):
+        recs = [json.loads(l) for l in (tmp_path / "work" / "parkcheck" / d / "windows.jsonl").read_text().splitlines()]
+        assert recs and all(x["park_idle"] is park for x in recs)
+    assert (tmp_path / "out" / "results.tar.gz").exists()

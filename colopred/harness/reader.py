@@ -77,6 +77,7 @@ def read_windows(paths) -> pd.DataFrame:
                     "torch": prov.get("torch"),
                     "harness_version": prov.get("harness_version"),
                     "host": prov.get("host"),
+                    "park_idle": bool(r.get("park_idle", False)),
                 }
             )
     df = pd.DataFrame(rows)
@@ -106,17 +107,37 @@ def segments(windows: pd.DataFrame) -> pd.Series:
 
 def solo_table(windows: pd.DataFrame) -> pd.DataFrame:
     """One row per successful solo window: campaign, mode, seq, job, iteration ms, peak memory."""
-    solo = windows[(windows["kind"] == "solo") & (windows["status"] == "ok")]
     rows = []
+    solo = windows[(windows["kind"] == "solo") & (windows["status"] == "ok")] if len(windows) else windows
     for w in solo.itertuples():
         job = w.jobs[0]
         r = w.results[job]
         rows.append(
             {"campaign": w.campaign, "mode": w.mode, "seq": w.seq, "segment": w.segment, "job": job, "iteration_ms": r["mean_ms"],
              "median_ms": r.get("median_ms"), "iterations": r.get("iterations"), "peak_memory_gib": r.get("peak_memory_gib"),
-             "started_at": w.started_at}
+             "park_idle": w.park_idle, "started_at": w.started_at}
         )
-    return pd.DataFrame(rows, columns=["campaign", "mode", "seq", "segment", "job", "iteration_ms", "median_ms", "iterations", "peak_memory_gib", "started_at"])
+    return pd.DataFrame(rows, columns=["campaign", "mode", "seq", "segment", "job", "iteration_ms", "median_ms", "iterations", "peak_memory_gib",
+                                       "park_idle", "started_at"])
+
+
+def park_effect(windows: pd.DataFrame) -> pd.DataFrame:
+    """Solo iteration time of each (mode, job) with idle workers parked and resident, from the solo
+    windows of both kinds: n and mean ms of each, and ``parked_vs_resident_pct`` = 100·(parked/resident − 1).
+    Only jobs measured both ways appear. Compare like with like: windows of one machine, close in time."""
+    s = solo_table(windows)
+    cols = ["mode", "job", "n_parked", "parked_ms", "n_resident", "resident_ms", "parked_vs_resident_pct"]
+    if s.empty:
+        return pd.DataFrame(columns=cols)
+    g = s.groupby(["mode", "job", "park_idle"])["iteration_ms"].agg(["count", "mean"]).unstack("park_idle")
+    if True not in g["count"].columns or False not in g["count"].columns:
+        return pd.DataFrame(columns=cols)
+    out = pd.DataFrame({"n_parked": g["count"][True], "parked_ms": g["mean"][True],
+                        "n_resident": g["count"][False], "resident_ms": g["mean"][False]}).dropna().reset_index()
+    out["n_parked"] = out["n_parked"].astype(int)
+    out["n_resident"] = out["n_resident"].astype(int)
+    out["parked_vs_resident_pct"] = 100 * (out["parked_ms"] / out["resident_ms"] - 1)
+    return out[cols]
 
 
 def solo_noise(windows: pd.DataFrame) -> pd.DataFrame:
