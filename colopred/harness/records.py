@@ -17,7 +17,9 @@ from typing import Any, Iterator
 
 from ..errors import InputError
 
-HARNESS_VERSION = "1.0"
+# 1.1: provenance records the host; parked pools restart stopped workers in batches (the batching
+# ran from session 5's fourth device call on, in records still stamped 1.0).
+HARNESS_VERSION = "1.1"
 RECORD_SCHEMA = "colopred.window/1"
 
 
