@@ -49,7 +49,7 @@ def tabrizian_heuristic(df: pd.DataFrame) -> np.ndarray:
 
 class LinearBaseline:
     """Ridge regression of log slowdown on the standardised features; missing values (SM fill of
-    profiles without it) take the training mean, and a feature missing everywhere is dropped."""
+    profiles without it) take the training mean; a feature missing everywhere becomes a constant 0."""
 
     def fit(self, X, s):
         from sklearn.impute import SimpleImputer
@@ -57,7 +57,7 @@ class LinearBaseline:
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
 
-        self.m = make_pipeline(SimpleImputer(), StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13))).fit(X, np.log(s))
+        self.m = make_pipeline(SimpleImputer(keep_empty_features=True), StandardScaler(), RidgeCV(alphas=np.logspace(-3, 3, 13))).fit(X, np.log(s))
         return self
 
     def predict(self, X):
