@@ -16,6 +16,7 @@ import pandas as pd  # noqa: E402
 from colopred.harness.reader import read_windows, repeat_noise, set_table, slowdown_table, solo_noise  # noqa: E402
 from colopred.modeling.dataset import arch_of  # noqa: E402
 from colopred.profile import JobProfile  # noqa: E402
+from colopred.zoo.registry import JobSpec  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "datasets" / "h100"
 
@@ -42,7 +43,7 @@ def batch_table(ok_sets: pd.DataFrame, profs: pd.DataFrame) -> pd.DataFrame:
     members = pairs["set"].str.split("+")
     archs = profs["name"].map(arch_of).value_counts()
     rows = []
-    for name in sorted(profs["name"], key=lambda n: (arch_of(n), int(n.split("-")[1][1:]), n)):
+    for name in sorted(profs["name"], key=lambda n: (arch_of(n), JobSpec.parse(n).batch, n)):
         if archs[arch_of(name)] < 2:
             continue
         row = {"job": name}
@@ -139,7 +140,7 @@ def main() -> None:
     bt = batch_table(st[st["status"] == "ok"], profs)
     bt = bt[~bt["job"].str.endswith("-loader")]
     bt["arch"] = bt["job"].map(arch_of)
-    bt["batch"] = bt["job"].str.split("-").str[1].str[1:].astype(int)
+    bt["batch"] = bt["job"].map(lambda n: JobSpec.parse(n).batch)
     colors = {a: plt.cm.tab20((2 * i) % 20 + (2 * i) // 20) for i, a in enumerate(sorted(bt["arch"].unique()))}
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for ax, mode in zip(axes, ("timeslice", "mps")):

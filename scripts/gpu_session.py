@@ -196,21 +196,28 @@ def _campaigns(a) -> list[tuple[Path, str, list[str]]]:
     return out
 
 
+def run_measure(work: Path, a, d: Path, plan: list[str], park: bool, about: str, log_path: Path) -> int:
+    """`colopred measure` into ``d``: resumed if ``d`` holds a campaign, else a new one planned by ``plan``."""
+    args = ["measure", "--out", str(d), "--quiet", "-v", *a.measure_extra.split()] + (["--park-idle"] if park else [])
+    if (d / "campaign.json").exists():
+        args.append("--resume")
+        log(f"resuming campaign in {d}")
+    else:
+        args += plan
+        log(f"new campaign in {d}: {about}")
+    rc, sec = sh(colopred(*args), timeout=a.budget_s - elapsed() - 10, log_path=log_path)
+    log(f"measure {d.name} rc={rc} in {sec:.0f} s")
+    return rc
+
+
 def step_measure(work: Path, a) -> None:
     for d, sets, jobs in a.campaign_list:
         if elapsed() > a.budget_s - 60:
             log(f"measure {d.name}: budget spent, not started")
             continue
-        args = ["measure", "--out", str(d), "--quiet", "-v"] + (["--park-idle"] if a.park_idle else [])
-        if (d / "campaign.json").exists():
-            args.append("--resume")
-            log(f"resuming campaign in {d}")
-        else:
-            log(f"new campaign in {d}: {len(jobs)} jobs, sets {sets}")
-            args += ["--jobs", ",".join(jobs), "--sets", sets, "--mode", "both", "--max-sets", str(a.max_sets),
-                     "--repeat-frac", "0.1", "--min-iters", "12"]
-        rc, s = sh(colopred(*args), timeout=a.budget_s - elapsed() - 10, log_path=work / f"measure-{d.name}.log")
-        log(f"measure {d.name} rc={rc} in {s:.0f} s")
+        plan = ["--jobs", ",".join(jobs), "--sets", sets, "--mode", "both", "--max-sets", str(a.max_sets),
+                "--repeat-frac", "0.1", "--min-iters", "12"]
+        run_measure(work, a, d, plan, a.park_idle, f"{len(jobs)} jobs, sets {sets}", work / f"measure-{d.name}.log")
 
 
 def step_parkcheck(work: Path, a) -> None:
@@ -221,22 +228,16 @@ def step_parkcheck(work: Path, a) -> None:
 
     from colopred.harness.reader import park_effect, read_windows
 
-    base = work / "parkcheck"
+    plan = ["--jobs", ",".join(a.parkcheck_jobs), "--sets", "pairs", "--max-sets", "1", "--mode", "timeslice",
+            "--repeat-frac", "0", "--min-iters", "12"]
     dirs = []
     for r in range(a.parkcheck_rounds):
         for park in ((True, False) if r % 2 == 0 else (False, True)):
             if elapsed() > a.budget_s - 60:
                 log("parkcheck: budget spent")
                 break
-            d = base / f"r{r}-{'parked' if park else 'resident'}"
-            args = ["measure", "--jobs", ",".join(a.parkcheck_jobs), "--sets", "pairs", "--max-sets", "1", "--mode", "timeslice",
-                    "--repeat-frac", "0", "--min-iters", "12", "--out", str(d), "--quiet", "-v", *a.measure_extra.split()]
-            if park:
-                args.append("--park-idle")
-            if (d / "campaign.json").exists():
-                args.append("--resume")
-            rc, sec = sh(colopred(*args), timeout=a.budget_s - elapsed() - 10, log_path=work / "parkcheck.log")
-            log(f"parkcheck {d.name} rc={rc} in {sec:.0f} s")
+            d = work / "parkcheck" / f"r{r}-{'parked' if park else 'resident'}"
+            run_measure(work, a, d, plan, park, f"parkcheck, park_idle={park}", work / "parkcheck.log")
             dirs.append(d)
     have = [d for d in dirs if (d / "windows.jsonl").exists()]
     if have:

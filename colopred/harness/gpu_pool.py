@@ -177,13 +177,11 @@ class GpuWorkerPool:
     def _make_room(self, jobs: tuple[str, ...]) -> None:
         if self.device == "cpu":
             return
-        budget = self.memory_gib * MEMORY_BUDGET_FRACTION
-        need = self._window_need_gib(jobs)
+        free = self._free_gib(jobs)
         idle = sorted((w for j, w in self.workers.items() if j not in jobs), key=lambda w: w.last_used)
-        held = self._held_gib(exclude=jobs)
-        while idle and held + need > budget:
+        while idle and free < 0:
             w = idle.pop(0)
-            held -= w.resident_gib + CONTEXT_OVERHEAD_GIB
+            free += w.resident_gib + CONTEXT_OVERHEAD_GIB
             self._stop_worker(w.job)
             self.evicted.append(w.job)
             self.log(f"stopped idle worker {w.job} to make room")
@@ -194,12 +192,16 @@ class GpuWorkerPool:
         assumed to need NEW_WORKER_GIB."""
         return sum(CONTEXT_OVERHEAD_GIB + self.peak_seen_gib.get(j, 0.0 if j in self.workers else NEW_WORKER_GIB) for j in jobs)
 
+    def _free_gib(self, jobs: tuple[str, ...]) -> float:
+        """GiB of the pool's memory budget left once this window's jobs run beside the other workers."""
+        return self.memory_gib * MEMORY_BUDGET_FRACTION - self._held_gib(exclude=jobs) - self._window_need_gib(jobs)
+
     def _refill(self, jobs: tuple[str, ...]) -> tuple[str, ...]:
         """Evicted workers to restart together with this window's own start-ups (parked pools only:
         a parked worker holds little more than its context once it is ready)."""
         if not (self.park_idle and self.evicted):
             return ()
-        free = self.memory_gib * MEMORY_BUDGET_FRACTION - self._held_gib(exclude=jobs) - self._window_need_gib(jobs)
+        free = self._free_gib(jobs)
         cand = [j for j in self.evicted if j not in jobs and j not in self.workers and j not in self.dead]
         return tuple(refill_batch(cand, self.peak_seen_gib, free))
 
