@@ -43,6 +43,11 @@ class Nvml:
         drv = pynvml.nvmlSystemGetDriverVersion()
         self.driver = drv.decode() if isinstance(drv, bytes) else drv
         self.memory_gib = pynvml.nvmlDeviceGetMemoryInfo(self.handle).total / 2**30
+        try:  # names the physical GPU: device leases can share a hostname
+            uuid = pynvml.nvmlDeviceGetUUID(self.handle)
+            self.uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
+        except pynvml.NVMLError:
+            self.uuid = None
         try:
             self.sm_count = int(pynvml.nvmlDeviceGetAttributes(self.handle).multiprocessorCount)
         except (pynvml.NVMLError, AttributeError):

@@ -82,7 +82,7 @@ def test_data_card_tables_match_the_shipped_data():
         assert f"<!-- datacard:{name} -->\n{body}\n<!-- /datacard:{name} -->" in text, name
 
 
-def test_segments_start_at_a_host_change_or_a_long_pause():
+def test_segments_start_at_a_gpu_or_host_change_or_a_long_pause():
     import pandas as pd
 
     from colopred.harness.reader import SEGMENT_GAP_S, segments
@@ -93,6 +93,10 @@ def test_segments_start_at_a_host_change_or_a_long_pause():
     w = pd.DataFrame({"campaign": ["a"] * 5 + ["b"], "seq": [0, 1, 2, 3, 4, 0],
                       "started_at": [x.isoformat() for x in at], "host": ["h1", "h1", "h1", "h1", "h2", None]})
     assert segments(w).tolist() == [0, 0, 1, 1, 2, 0]
+    # every lease so far was named "vm": the GPU's UUID (harness 1.2) tells them apart; a missing one does not
+    w["host"] = "vm"
+    w["gpu_uuid"] = ["GPU-1", "GPU-2", None, "GPU-2", "GPU-2", "GPU-3"]
+    assert segments(w).tolist() == [0, 1, 2, 2, 2, 0]
 
 
 def test_slowdowns_take_their_solo_baseline_from_the_same_machine():

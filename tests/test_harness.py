@@ -20,6 +20,7 @@ class FakePool:
 
     gpu_name = "Fake GPU"
     driver = "0"
+    gpu_uuid = "GPU-fake-0"
     memory_gib = 10.0
     opened = 0
 
@@ -95,7 +96,7 @@ def test_campaign_records_and_reader(tmp_path):
     for r in recs:
         prov = r["provenance"]
         assert prov["gpu"] == "Fake GPU" and prov["harness_version"] and prov["date"] and prov["mode"] == r["mode"]
-        assert prov["host"] == platform.node()
+        assert prov["host"] == platform.node() and prov["gpu_uuid"] == "GPU-fake-0"
     w = read_windows(tmp_path / "c")
     s = slowdown_table(w)
     # slowdown recovered exactly from the fake physics

@@ -192,7 +192,7 @@ class Campaign:
             "started_at": now_iso(),
             "window_s": round(duration, 3),
             "warmup_s": round(warmup, 3),
-            "provenance": provenance(w.mode, pool.gpu_name, pool.driver),
+            "provenance": provenance(w.mode, pool.gpu_name, pool.driver, getattr(pool, "gpu_uuid", None)),
             "park_idle": bool(getattr(pool, "park_idle", False)),  # idle workers' state kept in host memory
         }
         if w.kind == "colo":

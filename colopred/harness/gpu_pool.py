@@ -70,12 +70,14 @@ class GpuWorkerPool:
         self.nvml = None
         self.gpu_name = None
         self.driver = None
+        self.gpu_uuid = None
         self.memory_gib = 1e9 if device == "cpu" else 80.0
         if use_nvml:
             from ..nvml import Nvml
 
             self.nvml = Nvml(0)
             self.gpu_name, self.driver, self.memory_gib = self.nvml.gpu_name, self.nvml.driver, self.nvml.memory_gib
+            self.gpu_uuid = self.nvml.uuid
         self.mps: MpsDaemon | None = None
         self.mps_checked = False
         if mode == "mps":

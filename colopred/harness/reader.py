@@ -6,8 +6,9 @@ normalised throughput. Each slowdown uses *nearby* solo times: the mean of the j
 solo windows just before and just after the collocated window in the same campaign,
 mode and segment (drift between windows is real: several % on an H100). A segment is
 a stretch of windows run on one machine without a break: it ends where the recorded
-host changes or where more than SEGMENT_GAP_S pass between two windows (a campaign
-resumed on another lease). Solo times differ between machines by up to ~30% for small,
+GPU UUID or host changes or where more than SEGMENT_GAP_S pass between two windows (a
+campaign resumed on another lease; records before harness 1.2 carry no UUID, and every
+lease so far had the hostname "vm", so for them the pause is what tells machines apart). Solo times differ between machines by up to ~30% for small,
 CPU-bound jobs, so a baseline from another segment is used only where the collocated
 window's own segment has no solo window of the job (``solo_same_segment`` is then False).
 
@@ -77,6 +78,7 @@ def read_windows(paths) -> pd.DataFrame:
                     "torch": prov.get("torch"),
                     "harness_version": prov.get("harness_version"),
                     "host": prov.get("host"),
+                    "gpu_uuid": prov.get("gpu_uuid"),
                     "park_idle": bool(r.get("park_idle", False)),
                 }
             )
@@ -90,7 +92,8 @@ def read_windows(paths) -> pd.DataFrame:
 
 def segments(windows: pd.DataFrame) -> pd.Series:
     """Segment number of each window within its campaign, in record (= execution) order: a new
-    segment starts where the host changes or more than SEGMENT_GAP_S pass between windows."""
+    segment starts where the GPU UUID or the host changes or more than SEGMENT_GAP_S pass between
+    windows (a missing UUID or host never starts one)."""
     if windows.empty:
         return pd.Series([], dtype=int)
     t = pd.to_datetime(windows["started_at"], utc=True, errors="coerce")
@@ -99,8 +102,10 @@ def segments(windows: pd.DataFrame) -> pd.Series:
         g = g.sort_values("seq")
         tg = t[g.index]
         gap = tg.diff().dt.total_seconds() > SEGMENT_GAP_S
-        host = g["host"] if "host" in g else pd.Series(None, index=g.index)
-        moved = host.notna() & host.shift().notna() & (host != host.shift())
+        moved = pd.Series(False, index=g.index)
+        for col in ("gpu_uuid", "host"):
+            v = g[col] if col in g else pd.Series(None, index=g.index)
+            moved |= v.notna() & v.shift().notna() & (v != v.shift())
         out[g.index] = (gap | moved).cumsum().to_numpy()
     return out
 

@@ -19,7 +19,9 @@ from ..errors import InputError
 
 # 1.1: provenance records the host; parked pools restart stopped workers in batches (the batching
 # ran from session 5's fourth device call on, in records still stamped 1.0).
-HARNESS_VERSION = "1.1"
+# 1.2: provenance records the GPU's UUID (NVML): every device lease so far had the hostname "vm",
+# so the host alone does not tell machines apart.
+HARNESS_VERSION = "1.2"
 RECORD_SCHEMA = "colopred.window/1"
 
 
@@ -105,16 +107,18 @@ def iter_records(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
         yield rec
 
 
-def provenance(mode: str, gpu_name: str | None = None, driver: str | None = None) -> dict[str, Any]:
-    """Provenance stamped on every record: GPU, driver, CUDA, torch, harness version, host, date, mode."""
+def provenance(mode: str, gpu_name: str | None = None, driver: str | None = None, gpu_uuid: str | None = None) -> dict[str, Any]:
+    """Provenance stamped on every record: GPU (name and UUID), driver, CUDA, torch, harness version,
+    host, date, mode."""
     info: dict[str, Any] = {
         "gpu": gpu_name,
+        "gpu_uuid": gpu_uuid,  # tells physical GPUs apart: solo baselines are not mixed across them
         "driver": driver,
         "cuda": None,
         "torch": None,
         "harness_version": HARNESS_VERSION,
         "python": platform.python_version(),
-        "host": platform.node(),  # tells machines apart: solo baselines are not mixed across them
+        "host": platform.node(),  # the hostname; device leases may all share one
         "mode": mode,
         "date": now_iso(),
     }
