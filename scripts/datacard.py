@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from colopred.harness.reader import read_windows, repeat_noise, set_table, slowdown_table, solo_noise  # noqa: E402
+from colopred.harness.reader import read_windows, remeasured_sets, repeat_noise, set_table, slowdown_table, solo_noise  # noqa: E402
 from colopred.modeling.dataset import arch_of  # noqa: E402
 from colopred.profile import JobProfile  # noqa: E402
 from colopred.zoo.registry import JobSpec  # noqa: E402
@@ -60,12 +60,16 @@ def sections(w: pd.DataFrame, s: pd.DataFrame, st: pd.DataFrame, profs: pd.DataF
     out: dict[str, str] = {}
     ok = st[st["status"] == "ok"]
     rows = []
+    again = remeasured_sets(st)
     for mode in ("timeslice", "mps"):
         d = ok[ok["mode"] == mode]
         infeasible = st[(st["mode"] == mode) & (st["status"] == "infeasible")]["set"].nunique()
         for k, target in ((2, 400), (3, 200)):
+            a = again[(again["mode"] == mode) & (again["n_jobs"] == k)]
             rows.append({"mode": mode, "set size": k, "distinct sets measured": d[d["n_jobs"] == k]["set"].nunique(),
-                         "target (issue 4)": target, "infeasible sets recorded": infeasible if k == 2 else ""})
+                         "target (issue 4)": target, "infeasible sets recorded": infeasible if k == 2 else "",
+                         "measured again on another machine or lease": int(a["another_lease"].sum()),
+                         "of which on another day": int((a["another_lease"] & a["another_day"]).sum())})
     out["counts"] = md(pd.DataFrame(rows))
     out["windows"] = md(w.groupby(["campaign", "mode", "kind", "status"]).size().rename("windows").reset_index())
     cov = s.groupby("job")["set"].nunique().rename("sets measured")
@@ -75,10 +79,12 @@ def sections(w: pd.DataFrame, s: pd.DataFrame, st: pd.DataFrame, profs: pd.DataF
     n = solo_noise(w)
     out["solo_noise"] = md(n.groupby(["campaign", "mode"])["cv"].agg(["count", "median", "max"]).reset_index())
     r = repeat_noise(s)
-    # Which repeats are on another machine lease: the (mode, set, job) was measured by more than one campaign.
-    camps = s.groupby(["mode", "set", "job"])["campaign"].nunique().rename("campaigns")
-    r = r.merge(camps, left_on=["mode", "set", "job"], right_index=True)
-    r["repeat"] = r["campaigns"].map(lambda c: "another lease" if c > 1 else "same campaign")
+    # Which repeats are on another machine or lease: the (mode, set, job) was measured in more than one
+    # segment (reader.segments: a machine change or a pause of more than 5 minutes).
+    seg_key = s["window_id"].map(w.set_index("window_id")["segment"]).astype(str) + "#" + s["campaign"]
+    segs = s.assign(seg_key=seg_key).groupby(["mode", "set", "job"])["seg_key"].nunique().rename("segments")
+    r = r.merge(segs, left_on=["mode", "set", "job"], right_index=True)
+    r["repeat"] = r["segments"].map(lambda c: "another machine or lease" if c > 1 else "same segment")
     r["rel_diff_pct"] = 100 * (r["max"] / r["min"] - 1)
     out["repeat_noise"] = md(r.groupby(["mode", "repeat"]).agg(
         count=("abs_diff", "count"), median_abs_diff=("abs_diff", "median"), mean_abs_diff=("abs_diff", "mean"),

@@ -49,7 +49,11 @@ def _record_files(paths) -> list[Path]:
 
 
 def read_windows(paths) -> pd.DataFrame:
-    """One row per window record; ``campaign`` is the record file's folder name."""
+    """One row per window record; ``campaign`` is the record file's folder name.
+
+    ``window_id`` is ``CAMPAIGN/ID``: a record's own id is unique only within its campaign (a
+    campaign that repeats another's plan, such as h100-c5br, reuses its ids), and every table
+    built from this one groups windows by ``window_id``. ``record_id`` is the record's own id."""
     rows = []
     for f in _record_files(paths):
         campaign = f.parent.name
@@ -59,7 +63,8 @@ def read_windows(paths) -> pd.DataFrame:
                 {
                     "campaign": campaign,
                     "seq": seq,
-                    "window_id": r["window_id"],
+                    "window_id": f"{campaign}/{r['window_id']}",
+                    "record_id": r["window_id"],
                     "mode": r["mode"],
                     "kind": r["kind"],
                     "jobs": tuple(r["jobs"]),
@@ -84,9 +89,9 @@ def read_windows(paths) -> pd.DataFrame:
             )
     df = pd.DataFrame(rows)
     df["segment"] = segments(df)
-    dup = df.duplicated(["campaign", "window_id"])
+    dup = df.duplicated("window_id")
     if dup.any():
-        raise InputError(None, f"window {df.loc[dup, 'window_id'].iloc[0]} is recorded twice in campaign {df.loc[dup, 'campaign'].iloc[0]}")
+        raise InputError(None, f"window {df.loc[dup, 'record_id'].iloc[0]} is recorded twice in campaign {df.loc[dup, 'campaign'].iloc[0]}")
     return df
 
 
@@ -210,8 +215,24 @@ def set_table(windows: pd.DataFrame) -> pd.DataFrame:
     slow = slowdown_table(windows)
     agg = slow.groupby("window_id").agg(delta=("delta", "first"), throughput=("throughput", "first"),
                                         max_slowdown=("slowdown", "max")).reset_index()
-    colo = windows[windows["kind"] == "colo"][["campaign", "window_id", "mode", "set", "n_jobs", "repeat", "status", "reason", "gpu", "started_at"]]
+    colo = windows[windows["kind"] == "colo"][["campaign", "window_id", "record_id", "segment", "mode", "set", "n_jobs", "repeat", "status",
+                                              "reason", "gpu", "started_at"]]
     return colo.merge(agg, on="window_id", how="left")
+
+
+def remeasured_sets(sets: pd.DataFrame) -> pd.DataFrame:
+    """Per (mode, set) with a successful window (``set_table`` rows): how many windows measured it,
+    in how many segments (``campaign`` + ``segment``: another segment is another machine or another
+    device lease, see :func:`segments`) and on how many UTC days. ``another_lease`` is True for a set
+    measured in two or more segments, ``another_day`` for one measured on two or more days."""
+    ok = sets[sets["status"] == "ok"].copy()
+    ok["seg_key"] = ok["campaign"] + "#" + ok["segment"].astype(str)
+    ok["day"] = pd.to_datetime(ok["started_at"], utc=True, errors="coerce").dt.date
+    out = ok.groupby(["mode", "set"]).agg(n_jobs=("n_jobs", "first"), windows=("window_id", "count"),
+                                          segments=("seg_key", "nunique"), days=("day", "nunique")).reset_index()
+    out["another_lease"] = out["segments"] > 1
+    out["another_day"] = out["days"] > 1
+    return out
 
 
 def repeat_noise(slowdowns: pd.DataFrame) -> pd.DataFrame:
