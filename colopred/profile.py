@@ -66,6 +66,11 @@ class JobProfile:
     """Duration-weighted share of the SMs a kernel's grid fills: Σ tᵢ·min(1, wavesᵢ) / Σ tᵢ, in %
     (wavesᵢ = ncu's launch__waves_per_multiprocessor). Under MPS a co-runner's kernels of high fill
     leave no SM free for another process's kernels. ncu profiles only (None from GPM)."""
+    blocking_wait_us: float | None = None
+    """The wait a kernel of another process meets, on average, when it arrives while this job runs
+    under MPS: the residual time of this job's kernel in flight, weighted by the share of the GPU
+    that kernel holds, Σ tᵢ²·min(1, wavesᵢ)·(occᵢ/100) / (2 Σ tᵢ), in µs (tᵢ duration, occᵢ
+    achieved occupancy in %). ncu profiles only (None from GPM)."""
     distributions: dict[str, dict[str, float]] = field(default_factory=dict)
     """Per-kernel metric distributions, duration weighted: ``{metric: {"p10": .., "hist_0_10": ..}}``."""
     meta: dict[str, Any] = field(default_factory=dict)
@@ -200,7 +205,7 @@ def validate_fields(p: JobProfile) -> list[str]:
             continue
         if not _finite(v) or not -0.5 <= v <= 100.5:
             problems.append(f"{name} must be a percentage in 0..100, not {v!r}")
-    for name in ("kernel_ms_per_iteration", "kernels_per_iteration", "peak_memory_gib"):
+    for name in ("kernel_ms_per_iteration", "kernels_per_iteration", "peak_memory_gib", "blocking_wait_us"):
         v = getattr(p, name)
         if v is not None and (not _finite(v) or v < 0):
             problems.append(f"{name} must be a non-negative number, not {v!r}")

@@ -218,6 +218,27 @@ def test_sm_fill_is_the_duration_weighted_share_of_sms_a_grid_fills(path):
     assert 0 < p.sm_fill_pct < 100 and (w < 1).any()  # some grids leave SMs free
 
 
+@pytest.mark.parametrize("path", [FULL_REPORT, MINIMAL_REPORT], ids=["full", "minimal"])
+def test_blocking_wait_is_the_fill_and_occupancy_weighted_residual_kernel_time(path):
+    """blocking_wait_us = Σ tᵢ²·min(1, wavesᵢ)·(occᵢ/100) / (2 Σ tᵢ), in µs (durations in ns in the
+    report), checked against the raw CSV read with csv only; GPM profiles have none."""
+    import gzip
+
+    lines = gzip.open(path, "rt").read().splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith('"ID"'))
+    rows = list(csv.reader(lines[start:]))
+    h, units = rows[0], rows[1]
+    col = {k: h.index(k) for k in ("gpu__time_duration.sum", "launch__waves_per_multiprocessor",
+                                    "sm__warps_active.avg.pct_of_peak_sustained_active")}
+    assert units[col["gpu__time_duration.sum"]] == "ns"
+    t, w, occ = (np.array([float(r[i].replace(",", "")) for r in rows[2:]]) for i in col.values())
+    expect_us = (t**2 * np.minimum(1, w) * occ / 100).sum() / (2 * t.sum()) / 1e3
+    p = profile_from_ncu(read_ncu_csv(path), name="x", iteration_ms=t.sum() / 1e6 * 1.1)
+    assert p.blocking_wait_us == pytest.approx(expect_us, rel=1e-9)
+    # below half the time-weighted kernel duration: grids that leave SMs free, or run at low occupancy, hold less
+    assert 0 < p.blocking_wait_us < (t**2).sum() / (2 * t.sum()) / 1e3
+
+
 def test_shipped_ncu_profiles_rebuild_from_their_raw_reports():
     """Every shipped ncu profile comes out of its shipped raw report unchanged with the current
     profiler (scripts/reprofile_ncu.py --check), sm_fill_pct included."""

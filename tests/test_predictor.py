@@ -5,6 +5,7 @@ import shutil
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from colopred.errors import InputError, SchemaError
@@ -160,7 +161,8 @@ def test_non_model_files_are_refused(tmp_path):
     d = json.loads(man.read_text())
     for change, msg in (({"schema_version": 7}, "schema version 7"), ({"features": ["x"]}, "feature schema"),
                         ({"model_features": ["t_busy"]}, "feature schema"), ({"contention_alpha": -1}, "contention_alpha"),
-                        ({"contention_alpha": "1"}, "contention_alpha"), ({"schema": "other"}, "not a colopred model")):
+                        ({"contention_alpha": "1"}, "contention_alpha"), ({"wait_beta": None}, "wait_beta"),
+                        ({"wait_beta": float("nan")}, "wait_beta"), ({"schema": "other"}, "not a colopred model")):
         bad = tmp_path / "bad.json"
         bad.write_text(json.dumps({**d, **change}))
         with pytest.raises(SchemaError, match=msg):
@@ -181,25 +183,50 @@ def test_non_model_files_are_refused(tmp_path):
         Predictor.load(bad)
 
 
-def test_gpm_profiles_leave_sm_fill_missing_not_zero(profiles):
-    """A GPM profile has no SM fill: its own and its partners' sm_fill features are missing (NaN),
-    every other feature is filled, and the shipped model still predicts."""
+def test_gpm_profiles_leave_kernel_level_features_missing_not_zero(profiles):
+    """A GPM profile has no SM fill and no blocking wait: its own and its partners' features built
+    on them are missing (NaN), every other feature is filled, and the shipped model still predicts
+    (the baseline's wait term counts as 0 where it is missing)."""
     gpm = JobProfile.from_json(DATA / "profiles" / "nvml" / "vgg16-b32-fp32.json")
-    assert gpm.sm_fill_pct is None
+    assert gpm.sm_fill_pct is None and gpm.blocking_wait_us is None
     a, b = profiles["resnet18-b64-fp32"], profiles["lstm_lm-b64-fp32"]
     f = feature_frame([[a, gpm, b]]).set_index("job")
-    fill_cols = [c for c in FEATURES if c.endswith("sm_fill")]
-    assert np.isnan(f.loc["vgg16-b32-fp32", "t_sm_fill"])
-    assert f.loc["resnet18-b64-fp32", fill_cols].isna().sum() == len(fill_cols) - 1  # only t_sm_fill known
-    assert f.loc["vgg16-b32-fp32", "co_max_sm_fill"] == pytest.approx(max(a.sm_fill_pct, b.sm_fill_pct))
-    others = [c for c in FEATURES if c not in fill_cols]
+    for base, own in (("sm_fill", lambda p: p.sm_fill_pct), ("busy_wait_us", lambda p: min(1, p.busy_fraction) * p.blocking_wait_us)):
+        cols = [c for c in FEATURES if c.endswith(base)]
+        assert np.isnan(f.loc["vgg16-b32-fp32", f"t_{base}"])
+        assert f.loc["resnet18-b64-fp32", cols].isna().sum() == len(cols) - 1  # only its own value known
+        assert f.loc["vgg16-b32-fp32", f"co_max_{base}"] == pytest.approx(max(own(a), own(b)))
+    others = [c for c in FEATURES if not c.endswith(("sm_fill", "busy_wait_us"))]
     assert np.isfinite(f[others].to_numpy()).all()
     pred = Predictor.default("mps").predict([a, gpm, b])
     assert len(pred.slowdown) == 3 and all(np.isfinite(s) and s > 0 for s in pred.slowdown)
 
 
+def test_wait_load_is_launches_times_co_runners_blocking_wait(profiles):
+    """W_j = K_j / t_j · Σ_{k≠j} busy_k · w_k (t_j in µs); the baseline adds β·W to 1 + α·L, and
+    (α, β) are the non-negative least-squares fit."""
+    from colopred.modeling.features import contention_load, wait_load
+
+    jobs = [profiles["lstm_lm-b16-fp32"], profiles["vgg16-b256-fp32"], profiles["resnet18-b64-fp32"]]
+    f = feature_frame([jobs]).set_index("job")
+    X = f[list(FEATURES)].to_numpy()
+    W = pd.Series(wait_load(X), index=f.index)
+    for j in jobs:
+        others = [k for k in jobs if k is not j]
+        expect = j.kernels_per_iteration / (1e3 * j.iteration_ms) * sum(min(1, k.busy_fraction) * k.blocking_wait_us for k in others)
+        assert W[j.name] == pytest.approx(expect, rel=1e-9)
+    assert W["lstm_lm-b16-fp32"] > 10 * W["vgg16-b256-fp32"]  # many short kernels beside long SM-filling ones
+    L = contention_load(X)
+    m = SlowdownModel()
+    assert m.fit_coefs(L, W.to_numpy(), 1 + 0.3 * L + 0.7 * W.to_numpy()) == pytest.approx((0.3, 0.7))
+    alpha, beta = m.fit_coefs(L, W.to_numpy(), 1 + 0.3 * L - 0.7 * W.to_numpy())  # a negative term is dropped
+    assert beta == 0 and alpha >= 0
+
+
+
 def test_evaluation_runs_when_profiles_lack_sm_fill(dataset):
-    """A lab's ncu reports without launch__waves_per_multiprocessor give profiles without SM fill:
+    """A lab's ncu reports without launch__waves_per_multiprocessor give profiles without SM fill
+    or blocking wait:
     every method of the evaluation still fits and predicts (missing features stay missing for
     XGBoost; the ridge baseline imputes them)."""
     from colopred.modeling.evaluate import evaluate_mode
@@ -207,7 +234,7 @@ def test_evaluation_runs_when_profiles_lack_sm_fill(dataset):
     df = dataset.for_mode("timeslice")
     df = df[df["set_archs"].map(lambda a: {"resnet18", "vgg16", "lstm_lm"} & set(a) != set())].reset_index(drop=True)
     for c in FEATURES:
-        if c.endswith("sm_fill"):
+        if c.endswith(("sm_fill", "busy_wait_us")):
             df[c] = np.nan
     table, preds = evaluate_mode(df)
     assert set(table["split"]) == {"random", "leave-arch", "pairs->triples"}

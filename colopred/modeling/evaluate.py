@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .dataset import Dataset
-from .features import FEATURES, contention_load
+from .features import FEATURES, contention_load, wait_load
 from .predictor import SlowdownModel
 
 # ------------------------------------------------------------------ baselines
@@ -65,16 +65,18 @@ class LinearBaseline:
 
 
 class ContentionBaseline:
-    """The model's own baseline alone: s = 1 + α · L, α fitted by least squares (no trees)."""
+    """The model's own baseline alone: s = 1 + α · L + β · W, α and β fitted by least squares (no trees)."""
 
     def fit(self, X, s):
         from .predictor import SlowdownModel
 
-        self.alpha = SlowdownModel.fit_alpha(contention_load(X), np.asarray(s, float))
+        self.alpha, self.beta = SlowdownModel.fit_coefs(contention_load(X), wait_load(X), np.asarray(s, float))
         return self
 
     def predict(self, X):
-        return 1.0 + self.alpha * contention_load(X)
+        from .predictor import SlowdownModel
+
+        return SlowdownModel._base(self.alpha, self.beta, contention_load(X), wait_load(X))
 
 
 FIXED_BASELINES: dict[str, Callable[[pd.DataFrame], np.ndarray]] = {

@@ -3,9 +3,12 @@
 One model per sharing mode predicts the slowdown of each job in a set as a contention
 baseline times a learned correction:
 
-  s = (1 + α · L) · exp(f(x))      L = Σ_{k≠j} busy_k · min(1, busy_j)   (contention_load)
+  s = (1 + α · L + β · W) · exp(f(x))
+  L = Σ_{k≠j} busy_k · min(1, busy_j)              (contention_load: co-runners' share of GPU time)
+  W = K_j / t_j · Σ_{k≠j} busy_k · w_k             (wait_load: MPS, one wait per kernel launch)
 
-α is fitted per mode by least squares; f is XGBoost on set-size-free features (the target's
+(w_k = JobProfile.blocking_wait_us; W counts as 0 for profiles without kernel data, GPM.)
+α, β ≥ 0 are fitted per mode by least squares; f is XGBoost on set-size-free features (the target's
 profile and the mean/max/min of its co-runners'), monotone in co-runner demand. The
 baseline carries the set size, so sets larger than any in training stay in the trees'
 range. A second XGBoost model gives the 5th/95th percentile of f (``reg:quantileerror``)
@@ -35,10 +38,10 @@ import pandas as pd
 from ..errors import InputError, SchemaError
 from ..harness.campaign import CONTEXT_OVERHEAD_GIB
 from ..profile import JobProfile
-from .features import FEATURES, MODEL_FEATURES, MONOTONE_INCREASING, contention_load, feature_matrix, profile_matrix
+from .features import FEATURES, MODEL_FEATURES, MONOTONE_INCREASING, contention_load, feature_matrix, profile_matrix, wait_load
 
 MANIFEST_SCHEMA = "colopred.model"
-MANIFEST_VERSION = 2
+MANIFEST_VERSION = 3  # 3: the baseline's wait term (wait_beta)
 INTERVAL_QUANTILES = (0.05, 0.95)
 INTERVAL_COVERAGE = 0.90
 DEFAULT_PARAMS = {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
@@ -75,6 +78,7 @@ class SlowdownModel:
         self.point = None
         self.interval = None
         self.contention_alpha = 0.0
+        self.wait_beta = 0.0
         self.conformal_log_width = 0.0
 
     def _constraints(self) -> str:
@@ -87,23 +91,42 @@ class SlowdownModel:
         return m.fit(Xm, r)
 
     @staticmethod
-    def fit_alpha(load: np.ndarray, slowdown: np.ndarray) -> float:
-        """Least-squares α ≥ 0 of s − 1 = α · L."""
-        den = float(np.sum(load * load))
-        return max(0.0, float(np.sum(load * (slowdown - 1.0))) / den) if den > 0 else 0.0
+    def fit_coefs(load: np.ndarray, wait: np.ndarray, slowdown: np.ndarray) -> tuple[float, float]:
+        """Least-squares (α, β) ≥ 0 of s − 1 = α · L + β · W (W missing counts as 0)."""
+        A = np.column_stack([load, np.nan_to_num(wait)])
+        y = slowdown - 1.0
+        best, best_err = (0.0, 0.0), float(np.sum(y * y))
+        for cols in ((0, 1), (0,), (1,)):  # non-negative least squares over two columns
+            sub = A[:, cols]
+            if not np.any(sub):
+                continue
+            c, *_ = np.linalg.lstsq(sub, y, rcond=None)
+            if (c < 0).any():
+                continue
+            err = float(np.sum((y - sub @ c) ** 2))
+            if err < best_err:
+                coef = [0.0, 0.0]
+                for i, v in zip(cols, c):
+                    coef[i] = float(v)
+                best, best_err = (coef[0], coef[1]), err
+        return best
+
+    @staticmethod
+    def _base(alpha: float, beta: float, load: np.ndarray, wait: np.ndarray) -> np.ndarray:
+        return 1.0 + alpha * load + beta * np.nan_to_num(wait)
 
     def baseline(self, X: np.ndarray) -> np.ndarray:
-        """The contention baseline 1 + α · L of each row."""
-        return 1.0 + self.contention_alpha * contention_load(X)
+        """The contention baseline 1 + α · L + β · W of each row."""
+        return self._base(self.contention_alpha, self.wait_beta, contention_load(X), wait_load(X))
 
-    def _fit_parts(self, Xm: np.ndarray, load: np.ndarray, s: np.ndarray):
-        """α and the point model on r = log(s) − log(1 + α L); returns (α, r, model)."""
-        alpha = self.fit_alpha(load, s)
-        r = np.log(s) - np.log1p(alpha * load)
-        return alpha, r, self._fit_point(Xm, r)
+    def _fit_parts(self, Xm: np.ndarray, load: np.ndarray, wait: np.ndarray, s: np.ndarray):
+        """α, β and the point model on r = log(s) − log(1 + α L + β W); returns (α, β, r, model)."""
+        alpha, beta = self.fit_coefs(load, wait, s)
+        r = np.log(s) - np.log(self._base(alpha, beta, load, wait))
+        return alpha, beta, r, self._fit_point(Xm, r)
 
     def fit(self, X: np.ndarray, slowdown: np.ndarray, groups: np.ndarray | None = None, calibrate: bool = True) -> "SlowdownModel":
-        """Fit α, then f on r = log(s) − log(1 + α L). With ``groups`` (one label per row:
+        """Fit α and β, then f on r = log(s) − log(1 + α L + β W). With ``groups`` (one label per row:
         its set, or its architectures for intervals that must hold on unseen jobs), the
         interval is also calibrated by split-conformal prediction: an inner 3-fold CV over
         groups gives out-of-fold log residuals, and the interval is widened to at least
@@ -112,9 +135,9 @@ class SlowdownModel:
 
         X = np.asarray(X, dtype=np.float64)
         s = np.asarray(slowdown, float)
-        load = contention_load(X)
+        load, wait = contention_load(X), wait_load(X)
         Xm = X[:, self._cols]
-        self.contention_alpha, r, self.point = self._fit_parts(Xm, load, s)
+        self.contention_alpha, self.wait_beta, r, self.point = self._fit_parts(Xm, load, wait, s)
         self.interval = xgb.XGBRegressor(objective="reg:quantileerror", quantile_alpha=np.array(INTERVAL_QUANTILES),
                                          **self.params)
         self.interval.fit(Xm, r)
@@ -128,8 +151,8 @@ class SlowdownModel:
                 resid = np.empty(len(r))
                 for k in range(3):
                     te = folds == k
-                    a, _, m = self._fit_parts(Xm[~te], load[~te], s[~te])
-                    resid[te] = np.log(s[te]) - np.log1p(a * load[te]) - m.get_booster().inplace_predict(Xm[te])
+                    a, b, _, m = self._fit_parts(Xm[~te], load[~te], wait[~te], s[~te])
+                    resid[te] = np.log(s[te]) - np.log(self._base(a, b, load[te], wait[te])) - m.get_booster().inplace_predict(Xm[te])
                 n = len(resid)
                 q = min(1.0, np.ceil((n + 1) * INTERVAL_COVERAGE) / n)
                 self.conformal_log_width = float(np.quantile(np.abs(resid), q))
@@ -253,6 +276,10 @@ class Predictor:
         model = SlowdownModel(man.get("params"), man.get("monotone", True))
         model.conformal_log_width = float(man.get("conformal_log_width", 0.0))
         model.contention_alpha = float(alpha)
+        beta = man.get("wait_beta")
+        if not isinstance(beta, (int, float)) or not np.isfinite(beta) or beta < 0:
+            raise SchemaError(path, "manifest has no valid wait_beta")
+        model.wait_beta = float(beta)
         for part in ("point", "interval"):
             entry = man.get("files", {}).get(part)
             if not entry:
@@ -283,7 +310,8 @@ class Predictor:
                "features": list(FEATURES), "model_features": list(MODEL_FEATURES),
                "monotone_increasing": list(MONOTONE_INCREASING), "params": self.model.params,
                "monotone": self.model.monotone, "contention_alpha": self.model.contention_alpha,
-               "target": "log(slowdown) - log(1 + contention_alpha * contention_load)",
+               "wait_beta": self.model.wait_beta,
+               "target": "log(slowdown) - log(1 + contention_alpha * contention_load + wait_beta * wait_load)",
                "interval_quantiles": list(INTERVAL_QUANTILES), "interval_coverage": INTERVAL_COVERAGE,
                "conformal_log_width": self.model.conformal_log_width, "files": files, **self.manifest, **manifest_extra}
         man_path = path if path.name.endswith(".json") else path.with_suffix(".json")

@@ -87,6 +87,11 @@ def kernel_metrics(kernels: pd.DataFrame) -> dict[str, Any]:
     if "waves_per_sm" in kernels:  # JobProfile.sm_fill_pct: Σ tᵢ·min(1, wavesᵢ) / Σ tᵢ, in %
         fill = weighted_mean(100.0 * np.minimum(1.0, kernels["waves_per_sm"].to_numpy(dtype=float)), t)
         out["sm_fill_pct"] = None if np.isnan(fill) else fill
+        if "occupancy_pct" in kernels and t.sum() > 0:  # JobProfile.blocking_wait_us
+            held = np.minimum(1.0, kernels["waves_per_sm"].to_numpy(dtype=float)) * kernels["occupancy_pct"].to_numpy(dtype=float) / 100.0
+            ok = np.isfinite(held)
+            wait = float(np.sum(t[ok] ** 2 * held[ok]) / (2.0 * t.sum()) / 1e3) if ok.any() else float("nan")
+            out["blocking_wait_us"] = None if not np.isfinite(wait) else wait
     out["kernel_count"] = int(len(kernels))
     out["kernel_ms_total"] = float(t.sum() / 1e6)
     out["mean_kernel_us"] = float(t.mean() / 1e3) if len(t) else 0.0
@@ -148,6 +153,7 @@ def profile_from_ncu(
         sm_throughput_pct=km.get("sm_throughput_pct"),
         theoretical_occupancy_pct=km.get("theoretical_occupancy_pct"),
         sm_fill_pct=km.get("sm_fill_pct"),
+        blocking_wait_us=km.get("blocking_wait_us"),
         l2_hit_rate_pct=km.get("l2_hit_rate_pct"),
         peak_memory_gib=peak_memory_gib,
         distributions=km["distributions"],
