@@ -81,7 +81,7 @@ def sections(w: pd.DataFrame, s: pd.DataFrame, st: pd.DataFrame, profs: pd.DataF
     r = repeat_noise(s)
     # Which repeats are on another machine or lease: the (mode, set, job) was measured in more than one
     # segment (reader.segments: a machine change or a pause of more than 5 minutes).
-    seg_key = s["window_id"].map(w.set_index("window_id")["segment"]).astype(str) + "#" + s["campaign"]
+    seg_key = s["campaign"] + "#" + s["segment"].astype(str)
     segs = s.assign(seg_key=seg_key).groupby(["mode", "set", "job"])["seg_key"].nunique().rename("segments")
     r = r.merge(segs, left_on=["mode", "set", "job"], right_index=True)
     r["repeat"] = r["segments"].map(lambda c: "another machine or lease" if c > 1 else "same segment")

@@ -199,13 +199,13 @@ def slowdown_table(windows: pd.DataFrame) -> pd.DataFrame:
         thr = sum(t / c for _, t, c, *_ in per_job)
         for job, t, c, iters, mem, same in per_job:
             rows.append(
-                {"campaign": w.campaign, "window_id": w.window_id, "seq": w.seq, "mode": w.mode, "set": w.set,
+                {"campaign": w.campaign, "window_id": w.window_id, "seq": w.seq, "segment": w.segment, "mode": w.mode, "set": w.set,
                  "n_jobs": w.n_jobs, "repeat": w.repeat, "job": job, "solo_ms": t, "colo_ms": c, "slowdown": c / t,
                  "delta": delta, "throughput": thr, "iterations": iters, "peak_memory_gib": mem,
                  "solo_cv": noise.get((w.campaign, w.mode, job), np.nan), "solo_same_segment": same, "gpu": w.gpu,
                  "started_at": w.started_at}
             )
-    cols = ["campaign", "window_id", "seq", "mode", "set", "n_jobs", "repeat", "job", "solo_ms", "colo_ms", "slowdown",
+    cols = ["campaign", "window_id", "seq", "segment", "mode", "set", "n_jobs", "repeat", "job", "solo_ms", "colo_ms", "slowdown",
             "delta", "throughput", "iterations", "peak_memory_gib", "solo_cv", "solo_same_segment", "gpu", "started_at"]
     return pd.DataFrame(rows, columns=cols)
 

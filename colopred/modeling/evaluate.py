@@ -68,14 +68,10 @@ class ContentionBaseline:
     """The model's own baseline alone: s = 1 + α · L + β · W, α and β fitted by least squares (no trees)."""
 
     def fit(self, X, s):
-        from .predictor import SlowdownModel
-
         self.alpha, self.beta = SlowdownModel.fit_coefs(contention_load(X), wait_load(X), np.asarray(s, float))
         return self
 
     def predict(self, X):
-        from .predictor import SlowdownModel
-
         return SlowdownModel._base(self.alpha, self.beta, contention_load(X), wait_load(X))
 
 

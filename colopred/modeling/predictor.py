@@ -93,23 +93,10 @@ class SlowdownModel:
     @staticmethod
     def fit_coefs(load: np.ndarray, wait: np.ndarray, slowdown: np.ndarray) -> tuple[float, float]:
         """Least-squares (α, β) ≥ 0 of s − 1 = α · L + β · W (W missing counts as 0)."""
-        A = np.column_stack([load, np.nan_to_num(wait)])
-        y = slowdown - 1.0
-        best, best_err = (0.0, 0.0), float(np.sum(y * y))
-        for cols in ((0, 1), (0,), (1,)):  # non-negative least squares over two columns
-            sub = A[:, cols]
-            if not np.any(sub):
-                continue
-            c, *_ = np.linalg.lstsq(sub, y, rcond=None)
-            if (c < 0).any():
-                continue
-            err = float(np.sum((y - sub @ c) ** 2))
-            if err < best_err:
-                coef = [0.0, 0.0]
-                for i, v in zip(cols, c):
-                    coef[i] = float(v)
-                best, best_err = (coef[0], coef[1]), err
-        return best
+        from scipy.optimize import nnls  # scipy comes with scikit-learn
+
+        (alpha, beta), _ = nnls(np.column_stack([load, np.nan_to_num(wait)]), np.asarray(slowdown, float) - 1.0)
+        return float(alpha), float(beta)
 
     @staticmethod
     def _base(alpha: float, beta: float, load: np.ndarray, wait: np.ndarray) -> np.ndarray:
