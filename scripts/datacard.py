@@ -55,6 +55,48 @@ def batch_table(ok_sets: pd.DataFrame, profs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def first_look(s: pd.DataFrame, ok: pd.DataFrame, profs: pd.DataFrame) -> str:
+    """The figures behind the card's "first look" at Tabrizian's observations, recomputed from the records:
+    per architecture, the median normalised throughput of the pairs holding each batch size (smallest to
+    largest); sets of jobs that each leave the GPU partly idle (busy fraction < 0.9), pairs against triples;
+    and, per job, how often it is slowed more under MPS than under time-slicing in the same set."""
+    bt = batch_table(ok, profs)
+    bt = bt[~bt["job"].str.endswith("-loader")].copy()
+    bt["arch"] = bt["job"].map(arch_of)
+    bt["batch"] = bt["job"].map(lambda n: JobSpec.parse(n).batch)
+    rows = []
+    for arch, g in bt.groupby("arch"):
+        if len(g) < 2:
+            continue
+        g = g.sort_values("batch")
+        row = {"architecture": arch, "batch sizes": " → ".join(str(b) for b in g["batch"])}
+        for mode in ("timeslice", "mps"):
+            thr = g[f"{mode} throughput median"]
+            row[f"{mode} throughput"] = " → ".join(f"{v:.2f}" for v in thr)
+            row[f"{mode}: largest < smallest"] = "yes" if thr.iloc[-1] < thr.iloc[0] else "no"
+        rows.append(row)
+    batch = pd.DataFrame(rows)
+    busy = profs.set_index("name")["busy_fraction"]
+    idle = ok[ok["set"].map(lambda x: all(busy.get(j, 1.0) < 0.9 for j in x.split("+")))]
+    idle_t = pd.concat([
+        ok.groupby(["mode", "n_jobs"]).agg(sets=("set", "nunique"), throughput_median=("throughput", "median")).assign(jobs="all"),
+        idle.groupby(["mode", "n_jobs"]).agg(sets=("set", "nunique"), throughput_median=("throughput", "median")).assign(jobs="busy < 0.9 each"),
+    ]).reset_index()[["jobs", "mode", "n_jobs", "sets", "throughput_median"]]
+    per = s.groupby(["set", "job", "mode"])["slowdown"].median().unstack("mode").dropna()
+    per["mps_worse"] = per["mps"] > per["timeslice"]
+    jobs = per.groupby("job").agg(sets=("mps_worse", "size"), mps_worse_pct=("mps_worse", lambda x: 100 * x.mean()),
+                                  mps_slowdown_median=("mps", "median"), timeslice_slowdown_median=("timeslice", "median"))
+    jobs = jobs.sort_values("mps_worse_pct", ascending=False).reset_index()
+    lines = [md(batch), "",
+             f"Largest batch below smallest: {(batch['timeslice: largest < smallest'] == 'yes').sum()} of {len(batch)} "
+             f"architectures (time-slicing), {(batch['mps: largest < smallest'] == 'yes').sum()} of {len(batch)} (MPS).", "",
+             md(idle_t), "",
+             f"(set, job) slowdowns measured in both modes: {len(per)}; slowed more under MPS than under time-slicing: "
+             f"{int(per['mps_worse'].sum())} ({100 * per['mps_worse'].mean():.0f}%). Jobs slowed more under MPS in most of their sets:", "",
+             md(jobs[jobs["mps_worse_pct"] > 50].round(3))]
+    return "\n".join(lines)
+
+
 def sections(w: pd.DataFrame, s: pd.DataFrame, st: pd.DataFrame, profs: pd.DataFrame) -> dict[str, str]:
     """The generated Markdown blocks of the data card, by marker name (arguments: :func:`load`)."""
     out: dict[str, str] = {}
@@ -90,11 +132,12 @@ def sections(w: pd.DataFrame, s: pd.DataFrame, st: pd.DataFrame, profs: pd.DataF
         count=("abs_diff", "count"), median_abs_diff=("abs_diff", "median"), mean_abs_diff=("abs_diff", "mean"),
         median_rel_diff_pct=("rel_diff_pct", "median"), max_abs_diff=("abs_diff", "max")).reset_index())
     g = s.groupby(["mode", "n_jobs"]).agg(slowdown_median=("slowdown", "median"))
-    g2 = ok.groupby(["mode", "n_jobs"]).agg(sets=("window_id", "count"), delta_median=("delta", "median"),
+    g2 = ok.groupby(["mode", "n_jobs"]).agg(windows=("window_id", "count"), sets=("set", "nunique"), delta_median=("delta", "median"),
                                              throughput_median=("throughput", "median"),
                                              pays_off_pct=("throughput", lambda x: 100 * (x > 1).mean()))
     out["by_size"] = md(g2.join(g).reset_index())
     out["batch"] = md(batch_table(ok, profs))
+    out["first_look"] = first_look(s, ok, profs)
     return out
 
 

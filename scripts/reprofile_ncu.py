@@ -45,6 +45,17 @@ def rebuild(old: JobProfile, report: Path) -> JobProfile:
     return new
 
 
+def same(a, b, rel: float = 1e-9) -> bool:
+    """Equal JSON values, floats to ``rel`` (numpy/pandas versions differ in the last bit of a weighted sum)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k], rel) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y, rel) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, (int, float)) or isinstance(b, float) and isinstance(a, (int, float)):
+        return math.isclose(a, b, rel_tol=rel, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b))
+    return a == b
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profiles", default=str(ROOT / "datasets/h100/profiles/ncu"))
@@ -56,7 +67,7 @@ def main() -> int:
         for f in sorted(Path(a.profiles).glob("*.json")):
             old = JobProfile.from_json(f)
             new = rebuild(old, Path(a.reports) / f"{old.name}.csv.gz")
-            if new.to_dict() != old.to_dict():
+            if not same(new.to_dict(), old.to_dict()):
                 stale += 1
                 if not a.check:
                     new.to_json(f)

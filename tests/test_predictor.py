@@ -160,7 +160,8 @@ def test_non_model_files_are_refused(tmp_path):
     man = _copy_model(tmp_path)
     d = json.loads(man.read_text())
     for change, msg in (({"schema_version": 7}, "schema version 7"), ({"features": ["x"]}, "feature schema"),
-                        ({"model_features": ["t_busy"]}, "feature schema"), ({"contention_alpha": -1}, "contention_alpha"),
+                        ({"model_features": ["t_busy"]}, "feature schema"), ({"mode": "timeslice"}, "feature schema"),
+                        ({"contention_alpha": -1}, "contention_alpha"),
                         ({"contention_alpha": "1"}, "contention_alpha"), ({"wait_beta": None}, "wait_beta"),
                         ({"wait_beta": float("nan")}, "wait_beta"), ({"schema": "other"}, "not a colopred model")):
         bad = tmp_path / "bad.json"
@@ -239,3 +240,18 @@ def test_evaluation_runs_when_profiles_lack_sm_fill(dataset):
     table, preds = evaluate_mode(df)
     assert set(table["split"]) == {"random", "leave-arch", "pairs->triples"}
     assert table["slowdown_mape_pct"].notna().all() and np.isfinite(preds["pred"]).all()
+
+
+def test_mps_trees_see_the_wait_features_and_time_slicing_trees_do_not():
+    """Per-mode feature sets (features.model_features): the shipped MPS model's trees split on the
+    co-runners' blocking wait; time-slicing's never see it (it made its placements worse)."""
+    from colopred.modeling.features import WAIT_TREE_FEATURES, model_features
+
+    mps, ts = Predictor.default("mps"), Predictor.default("timeslice")
+    assert mps.manifest["model_features"] == list(model_features("mps"))
+    assert ts.manifest["model_features"] == list(model_features("timeslice"))
+    assert not set(WAIT_TREE_FEATURES) & set(ts.model.features)
+    gain = mps.model.feature_importance()
+    assert gain[list(WAIT_TREE_FEATURES)].sum() > 0
+    # monotone in the co-runners' mean wait where the trees see it
+    assert mps.model._constraints().count("1") == 3 and ts.model._constraints().count("1") == 2

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .dataset import Dataset
-from .features import FEATURES, contention_load, wait_load
+from .features import FEATURES, contention_load, model_features, wait_load
 from .predictor import SlowdownModel
 
 # ------------------------------------------------------------------ baselines
@@ -158,7 +158,8 @@ SPLITS = ("random", "leave-arch", "pairs->triples")
 
 
 def evaluate_mode(df: pd.DataFrame, params: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Out-of-sample predictions of every method on every split. Returns (metrics table, predictions)."""
+    """Out-of-sample predictions of every method on every split (rows of one mode). Returns (metrics table, predictions)."""
+    features = model_features(df["mode"].iloc[0]) if len(df) else model_features()
     X = df[list(FEATURES)].to_numpy()
     s = df["slowdown"].to_numpy()
     rows, preds = [], []
@@ -167,7 +168,7 @@ def evaluate_mode(df: pd.DataFrame, params: dict | None = None) -> tuple[pd.Data
         iv_all = np.full((len(df), 2), np.nan)
         covered = np.zeros(len(df), bool)
         for _, tr, te in splits(df, kind):
-            m = SlowdownModel(params).fit(X[tr], s[tr], groups=df["arch"].to_numpy()[tr])
+            m = SlowdownModel(params, features=features).fit(X[tr], s[tr], groups=df["arch"].to_numpy()[tr])
             for name, p in (("colopred (XGBoost)", m.predict(X[te])), ("linear (ridge)", LinearBaseline().fit(X[tr], s[tr]).predict(X[te])),
                             ("contention baseline (fitted α)", ContentionBaseline().fit(X[tr], s[tr]).predict(X[te]))):
                 pred_all.setdefault(name, np.full(len(df), np.nan))[te] = p
@@ -197,7 +198,7 @@ def evaluate(ds: Dataset, out_dir: str | Path | None = None, modes=("timeslice",
         t, p = evaluate_mode(df)
         tables.append(t.assign(mode=mode))
         preds.append(p.assign(mode=mode))
-        models[mode] = SlowdownModel().fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy(), calibrate=False)
+        models[mode] = SlowdownModel(features=model_features(mode)).fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy(), calibrate=False)
     table = pd.concat(tables, ignore_index=True)
     if out_dir is not None:
         from .report import write_report

@@ -35,11 +35,20 @@ FEATURES = tuple(
 # would leave the training range for sets larger than those measured. How much of the GPU
 # the co-runners take enters through the contention baseline (see contention_load), and
 # the trees model the ratio of the slowdown to it.
-# busy_wait_us enters only through the baseline's wait term (wait_load, fitted per mode: 0 under
-# time-slicing), not the trees: as a tree feature it made time-slicing's partner choices worse.
+# busy_wait_us enters through the baseline's wait term (wait_load, fitted per mode: 0 under
+# time-slicing) and, under MPS only, the trees too (model_features): as a tree feature under
+# time-slicing it made partner choices worse than random in 2 of 4 placement groups.
 MODEL_FEATURES = tuple(f for f in FEATURES if not f.startswith("co_sum_") and f != "n_jobs" and not f.endswith("busy_wait_us"))
-# Physics says the slowdown does not fall as co-runners demand more bandwidth or SMs.
-MONOTONE_INCREASING = ("co_mean_dram_demand", "co_mean_occ_demand")
+WAIT_TREE_FEATURES = tuple(f for f in FEATURES if f.endswith("busy_wait_us") and not f.startswith("co_sum_"))
+# Physics says the slowdown does not fall as co-runners demand more bandwidth or SMs, or hold
+# the SMs longer (MPS).
+MONOTONE_INCREASING = ("co_mean_dram_demand", "co_mean_occ_demand", "co_mean_busy_wait_us")
+
+
+def model_features(mode: str | None = None) -> tuple[str, ...]:
+    """The columns the trees of a ``mode``'s model see: MODEL_FEATURES, plus the wait features
+    (WAIT_TREE_FEATURES) under MPS."""
+    return MODEL_FEATURES + WAIT_TREE_FEATURES if mode == "mps" else MODEL_FEATURES
 
 
 def contention_load(X: np.ndarray) -> np.ndarray:

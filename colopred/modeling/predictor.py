@@ -38,7 +38,7 @@ import pandas as pd
 from ..errors import InputError, SchemaError
 from ..harness.campaign import CONTEXT_OVERHEAD_GIB
 from ..profile import JobProfile
-from .features import FEATURES, MODEL_FEATURES, MONOTONE_INCREASING, contention_load, feature_matrix, profile_matrix, wait_load
+from .features import FEATURES, MONOTONE_INCREASING, contention_load, feature_matrix, model_features, profile_matrix, wait_load
 
 MANIFEST_SCHEMA = "colopred.model"
 MANIFEST_VERSION = 3  # 3: the baseline's wait term (wait_beta)
@@ -70,11 +70,16 @@ def _booster(reg, n_rows: int):
 class SlowdownModel:
     """scikit-learn-style estimator of per-job slowdown from FEATURES rows."""
 
-    _cols = np.array([FEATURES.index(f) for f in MODEL_FEATURES])
-
-    def __init__(self, params: dict | None = None, monotone: bool = True):
+    def __init__(self, params: dict | None = None, monotone: bool = True, features: Sequence[str] | None = None):
+        """``features``: the FEATURES columns the trees see (default: ``model_features()``; a mode's
+        model uses ``model_features(mode)``)."""
         self.params = {**DEFAULT_PARAMS, **(params or {})}
         self.monotone = monotone
+        self.features = tuple(features) if features is not None else model_features()
+        unknown = [f for f in self.features if f not in FEATURES]
+        if unknown:
+            raise ValueError(f"unknown model features: {unknown}")
+        self._cols = np.array([FEATURES.index(f) for f in self.features])
         self.point = None
         self.interval = None
         self.contention_alpha = 0.0
@@ -82,7 +87,7 @@ class SlowdownModel:
         self.conformal_log_width = 0.0
 
     def _constraints(self) -> str:
-        return "(" + ",".join("1" if (self.monotone and f in MONOTONE_INCREASING) else "0" for f in MODEL_FEATURES) + ")"
+        return "(" + ",".join("1" if (self.monotone and f in MONOTONE_INCREASING) else "0" for f in self.features) + ")"
 
     def _fit_point(self, Xm, r):
         import xgboost as xgb
@@ -169,7 +174,7 @@ class SlowdownModel:
 
     def feature_importance(self) -> pd.Series:
         imp = self.point.get_booster().get_score(importance_type="gain")
-        return pd.Series({f: imp.get(f"f{i}", imp.get(f, 0.0)) for i, f in enumerate(MODEL_FEATURES)}).sort_values(ascending=False)
+        return pd.Series({f: imp.get(f"f{i}", imp.get(f, 0.0)) for i, f in enumerate(self.features)}).sort_values(ascending=False)
 
 
 @dataclass(frozen=True)
@@ -255,12 +260,12 @@ class Predictor:
             raise SchemaError(path, "not a colopred model manifest")
         if man.get("schema_version") != MANIFEST_VERSION:
             raise SchemaError(path, f"model schema version {man.get('schema_version')!r} is not supported (expected {MANIFEST_VERSION})")
-        if list(man.get("features", [])) != list(FEATURES) or list(man.get("model_features", [])) != list(MODEL_FEATURES):
+        if list(man.get("features", [])) != list(FEATURES) or list(man.get("model_features", [])) != list(model_features(man.get("mode"))):
             raise SchemaError(path, "model was trained on a different feature schema than this colopred computes")
         alpha = man.get("contention_alpha")
         if not isinstance(alpha, (int, float)) or not np.isfinite(alpha) or alpha < 0:
             raise SchemaError(path, "manifest has no valid contention_alpha")
-        model = SlowdownModel(man.get("params"), man.get("monotone", True))
+        model = SlowdownModel(man.get("params"), man.get("monotone", True), features=man["model_features"])
         model.conformal_log_width = float(man.get("conformal_log_width", 0.0))
         model.contention_alpha = float(alpha)
         beta = man.get("wait_beta")
@@ -294,7 +299,7 @@ class Predictor:
             getattr(self.model, part).save_model(str(f))
             files[part] = {"path": f.name, "sha256": _sha256(f)}
         man = {"schema": MANIFEST_SCHEMA, "schema_version": MANIFEST_VERSION, "mode": self.mode,
-               "features": list(FEATURES), "model_features": list(MODEL_FEATURES),
+               "features": list(FEATURES), "model_features": list(self.model.features),
                "monotone_increasing": list(MONOTONE_INCREASING), "params": self.model.params,
                "monotone": self.model.monotone, "contention_alpha": self.model.contention_alpha,
                "wait_beta": self.model.wait_beta,
