@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from colopred.harness.reader import read_windows, remeasured_sets, repeat_noise, set_table, slowdown_table, solo_noise  # noqa: E402
+from colopred.harness.reader import read_windows, remeasured_sets, repeat_noise, segment_key, set_table, slowdown_table, solo_noise  # noqa: E402
 from colopred.modeling.dataset import arch_of  # noqa: E402
 from colopred.profile import JobProfile  # noqa: E402
 from colopred.zoo.registry import JobSpec  # noqa: E402
@@ -55,15 +55,21 @@ def batch_table(ok_sets: pd.DataFrame, profs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def batch_trend(ok_sets: pd.DataFrame, profs: pd.DataFrame) -> pd.DataFrame:
+    """:func:`batch_table` without the input-bound ``-loader`` jobs, with each job's architecture and batch size."""
+    bt = batch_table(ok_sets, profs)
+    bt = bt[~bt["job"].str.endswith("-loader")].copy()
+    bt["arch"] = bt["job"].map(arch_of)
+    bt["batch"] = bt["job"].map(lambda n: JobSpec.parse(n).batch)
+    return bt
+
+
 def first_look(s: pd.DataFrame, ok: pd.DataFrame, profs: pd.DataFrame) -> str:
     """The figures behind the card's "first look" at Tabrizian's observations, recomputed from the records:
     per architecture, the median normalised throughput of the pairs holding each batch size (smallest to
     largest); sets of jobs that each leave the GPU partly idle (busy fraction < 0.9), pairs against triples;
     and, per job, how often it is slowed more under MPS than under time-slicing in the same set."""
-    bt = batch_table(ok, profs)
-    bt = bt[~bt["job"].str.endswith("-loader")].copy()
-    bt["arch"] = bt["job"].map(arch_of)
-    bt["batch"] = bt["job"].map(lambda n: JobSpec.parse(n).batch)
+    bt = batch_trend(ok, profs)
     rows = []
     for arch, g in bt.groupby("arch"):
         if len(g) < 2:
@@ -123,8 +129,7 @@ def sections(w: pd.DataFrame, s: pd.DataFrame, st: pd.DataFrame, profs: pd.DataF
     r = repeat_noise(s)
     # Which repeats are on another machine or lease: the (mode, set, job) was measured in more than one
     # segment (reader.segments: a machine change or a pause of more than 5 minutes).
-    seg_key = s["campaign"] + "#" + s["segment"].astype(str)
-    segs = s.assign(seg_key=seg_key).groupby(["mode", "set", "job"])["seg_key"].nunique().rename("segments")
+    segs = s.assign(seg_key=segment_key(s)).groupby(["mode", "set", "job"])["seg_key"].nunique().rename("segments")
     r = r.merge(segs, left_on=["mode", "set", "job"], right_index=True)
     r["repeat"] = r["segments"].map(lambda c: "another machine or lease" if c > 1 else "same segment")
     r["rel_diff_pct"] = 100 * (r["max"] / r["min"] - 1)
@@ -186,10 +191,7 @@ def main() -> None:
     fig.tight_layout()
     fig.savefig(DATA / "coverage.png", dpi=110)
     plt.close(fig)
-    bt = batch_table(st[st["status"] == "ok"], profs)
-    bt = bt[~bt["job"].str.endswith("-loader")]
-    bt["arch"] = bt["job"].map(arch_of)
-    bt["batch"] = bt["job"].map(lambda n: JobSpec.parse(n).batch)
+    bt = batch_trend(st[st["status"] == "ok"], profs)
     colors = {a: plt.cm.tab20((2 * i) % 20 + (2 * i) // 20) for i, a in enumerate(sorted(bt["arch"].unique()))}
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for ax, mode in zip(axes, ("timeslice", "mps")):

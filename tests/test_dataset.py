@@ -134,8 +134,8 @@ def test_windows_of_campaigns_that_share_record_ids_stay_apart():
         row = st[st["window_id"] == wid].iloc[0]
         assert row["delta"] == g["solo_ms"].sum() / g["colo_ms"].max()
     # the same set, measured by both campaigns, gives two different measurements
-    both = st[st["record_id"].isin(shared) & (st["status"] == "ok")] if "record_id" in st else None
-    assert both is not None and both.groupby("record_id")["delta"].nunique().max() == 2
+    both = st[st["record_id"].isin(shared) & (st["status"] == "ok")]
+    assert both.groupby("record_id")["delta"].nunique().max() == 2
 
     ds = load_dataset(DATA)
     sizes = ds.rows.groupby("window_id").agg(rows=("job", "size"), n_jobs=("n_jobs", "first"), jobs=("job", "nunique"))

@@ -220,13 +220,19 @@ def set_table(windows: pd.DataFrame) -> pd.DataFrame:
     return colo.merge(agg, on="window_id", how="left")
 
 
+def segment_key(df: pd.DataFrame) -> pd.Series:
+    """``CAMPAIGN#SEGMENT`` of each row (of any table with ``campaign`` and ``segment``): one stretch of
+    windows on one machine and lease, across campaigns."""
+    return df["campaign"] + "#" + df["segment"].astype(str)
+
+
 def remeasured_sets(sets: pd.DataFrame) -> pd.DataFrame:
     """Per (mode, set) with a successful window (``set_table`` rows): how many windows measured it,
     in how many segments (``campaign`` + ``segment``: another segment is another machine or another
     device lease, see :func:`segments`) and on how many UTC days. ``another_lease`` is True for a set
     measured in two or more segments, ``another_day`` for one measured on two or more days."""
     ok = sets[sets["status"] == "ok"].copy()
-    ok["seg_key"] = ok["campaign"] + "#" + ok["segment"].astype(str)
+    ok["seg_key"] = segment_key(ok)
     ok["day"] = pd.to_datetime(ok["started_at"], utc=True, errors="coerce").dt.date
     out = ok.groupby(["mode", "set"]).agg(n_jobs=("n_jobs", "first"), windows=("window_id", "count"),
                                           segments=("seg_key", "nunique"), days=("day", "nunique")).reset_index()
