@@ -71,6 +71,12 @@ class JobProfile:
     under MPS: the residual time of this job's kernel in flight, weighted by the share of the GPU
     that kernel holds, Σ tᵢ²·min(1, wavesᵢ)·(occᵢ/100) / (2 Σ tᵢ), in µs (tᵢ duration, occᵢ
     achieved occupancy in %). ncu profiles only (None from GPM)."""
+    mps_wait_us: float | None = None
+    """The MPS wait the model uses (it supersedes ``blocking_wait_us``): as that, but only kernels of
+    at least half a wave block (a smaller grid leaves the other process's blocks room to start), and
+    a multi-wave kernel's residual is shortened toward its block time bᵢ = tᵢ/⌈wavesᵢ⌉, since its
+    blocks retire and free SMs one by one: Σ tᵢ·tᵢ^(1−γ)·bᵢ^γ·[wavesᵢ ≥ ½]·(occᵢ/100) / (2 Σ tᵢ), in µs,
+    γ = ``colopred.profiling.ncu_profile.MPS_WAIT_BLOCK_EXPONENT`` (0.3). ncu profiles only."""
     distributions: dict[str, dict[str, float]] = field(default_factory=dict)
     """Per-kernel metric distributions, duration weighted: ``{metric: {"p10": .., "hist_0_10": ..}}``."""
     meta: dict[str, Any] = field(default_factory=dict)
@@ -170,6 +176,7 @@ class JobProfile:
             f"  L2 hit rate           {f(self.l2_hit_rate_pct, ' %')}",
             f"  tensor activity       {f(self.tensor_util_pct, ' %')}",
             f"  SM fill               {f(self.sm_fill_pct, ' %')}",
+            f"  MPS wait              {f(self.mps_wait_us, ' µs')}",
             f"  peak memory           {f(self.peak_memory_gib, ' GiB', 2)}",
         ]
         for metric, dist in self.distributions.items():
@@ -205,7 +212,7 @@ def validate_fields(p: JobProfile) -> list[str]:
             continue
         if not _finite(v) or not -0.5 <= v <= 100.5:
             problems.append(f"{name} must be a percentage in 0..100, not {v!r}")
-    for name in ("kernel_ms_per_iteration", "kernels_per_iteration", "peak_memory_gib", "blocking_wait_us"):
+    for name in ("kernel_ms_per_iteration", "kernels_per_iteration", "peak_memory_gib", "blocking_wait_us", "mps_wait_us"):
         v = getattr(p, name)
         if v is not None and (not _finite(v) or v < 0):
             problems.append(f"{name} must be a non-negative number, not {v!r}")

@@ -239,6 +239,29 @@ def test_blocking_wait_is_the_fill_and_occupancy_weighted_residual_kernel_time(p
     assert 0 < p.blocking_wait_us < (t**2).sum() / (2 * t.sum()) / 1e3
 
 
+@pytest.mark.parametrize("path", [FULL_REPORT, MINIMAL_REPORT], ids=["full", "minimal"])
+def test_mps_wait_counts_grids_of_half_a_wave_and_shortens_multi_wave_residuals(path):
+    """mps_wait_us = Σ tᵢ·tᵢ^0.7·bᵢ^0.3·[wavesᵢ ≥ ½]·(occᵢ/100) / (2 Σ tᵢ) µs, bᵢ = tᵢ/⌈wavesᵢ⌉, from
+    the raw CSV read with csv only. It is below blocking_wait_us for this job: kernels under half a
+    wave drop out and multi-wave kernels' residuals shrink."""
+    import gzip
+
+    lines = gzip.open(path, "rt").read().splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith('"ID"'))
+    rows = list(csv.reader(lines[start:]))
+    h = rows[0]
+    col = {k: h.index(k) for k in ("gpu__time_duration.sum", "launch__waves_per_multiprocessor",
+                                    "sm__warps_active.avg.pct_of_peak_sustained_active")}
+    t, w, occ = (np.array([float(r[i].replace(",", "")) for r in rows[2:]]) for i in col.values())
+    t_us = t / 1e3
+    b = t_us / np.maximum(1, np.ceil(w))
+    expect_us = (t_us * t_us**0.7 * b**0.3 * (w >= 0.5) * occ / 100).sum() / (2 * t_us.sum())
+    p = profile_from_ncu(read_ncu_csv(path), name="x", iteration_ms=t.sum() / 1e6 * 1.1)
+    assert p.mps_wait_us == pytest.approx(expect_us, rel=1e-9)
+    assert (w < 0.5).any() and (w > 1).any()  # both effects occur in this report
+    assert 0 < p.mps_wait_us < p.blocking_wait_us
+
+
 def test_shipped_ncu_profiles_rebuild_from_their_raw_reports():
     """Every shipped ncu profile comes out of its shipped raw report unchanged with the current
     profiler (scripts/reprofile_ncu.py --check), sm_fill_pct included."""

@@ -185,25 +185,43 @@ def test_non_model_files_are_refused(tmp_path):
 
 
 def test_gpm_profiles_leave_kernel_level_features_missing_not_zero(profiles):
-    """A GPM profile has no SM fill and no blocking wait: its own and its partners' features built
+    """A GPM profile has no SM fill and no MPS wait: its own and its partners' features built
     on them are missing (NaN), every other feature is filled, and the shipped model still predicts
     (the baseline's wait term counts as 0 where it is missing)."""
     gpm = JobProfile.from_json(DATA / "profiles" / "nvml" / "vgg16-b32-fp32.json")
-    assert gpm.sm_fill_pct is None and gpm.blocking_wait_us is None
+    assert gpm.sm_fill_pct is None and gpm.mps_wait_us is None
     a, b = profiles["resnet18-b64-fp32"], profiles["lstm_lm-b64-fp32"]
     f = feature_frame([[a, gpm, b]]).set_index("job")
-    for base, own in (("sm_fill", lambda p: p.sm_fill_pct), ("busy_wait_us", lambda p: min(1, p.busy_fraction) * p.blocking_wait_us)):
+    for base, own in (("sm_fill", lambda p: p.sm_fill_pct), ("busy_mps_wait_us", lambda p: min(1, p.busy_fraction) * p.mps_wait_us)):
         cols = [c for c in FEATURES if c.endswith(base)]
         assert np.isnan(f.loc["vgg16-b32-fp32", f"t_{base}"])
         assert f.loc["resnet18-b64-fp32", cols].isna().sum() == len(cols) - 1  # only its own value known
         assert f.loc["vgg16-b32-fp32", f"co_max_{base}"] == pytest.approx(max(own(a), own(b)))
-    others = [c for c in FEATURES if not c.endswith(("sm_fill", "busy_wait_us"))]
+    others = [c for c in FEATURES if not c.endswith(("sm_fill", "busy_mps_wait_us"))]
     assert np.isfinite(f[others].to_numpy()).all()
     pred = Predictor.default("mps").predict([a, gpm, b])
     assert len(pred.slowdown) == 3 and all(np.isfinite(s) and s > 0 for s in pred.slowdown)
 
 
-def test_wait_load_is_launches_times_co_runners_blocking_wait(profiles):
+def test_an_ncu_profile_without_mps_wait_warns_under_mps_only(profiles):
+    """An ncu profile made before mps_wait_us existed still predicts, with its wait counted as 0, but
+    the MPS predictor says so, naming the profile; time-slicing does not use the wait and stays quiet."""
+    import warnings
+
+    old = profiles["vgg16-b256-fp32"].with_(mps_wait_us=None)
+    small = profiles["lstm_lm-b16-fp32"]
+    with pytest.warns(UserWarning, match="vgg16-b256-fp32 has no mps_wait_us"):
+        stale = Predictor.default("mps").predict([small, old])
+    with pytest.warns(UserWarning, match="no mps_wait_us"):
+        Predictor.default("mps").predict_many([[small, old]])
+    fresh = Predictor.default("mps").predict([small, profiles["vgg16-b256-fp32"]])
+    assert stale.slowdown[0] < fresh.slowdown[0]  # the missing wait lowers the small job's predicted slowdown
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Predictor.default("timeslice").predict([small, old])
+
+
+def test_wait_load_is_launches_times_co_runners_mps_wait(profiles):
     """W_j = K_j / t_j · Σ_{k≠j} busy_k · w_k (t_j in µs); the baseline adds β·W to 1 + α·L, and
     (α, β) are the non-negative least-squares fit."""
     from colopred.modeling.features import contention_load, wait_load
@@ -214,7 +232,7 @@ def test_wait_load_is_launches_times_co_runners_blocking_wait(profiles):
     W = pd.Series(wait_load(X), index=f.index)
     for j in jobs:
         others = [k for k in jobs if k is not j]
-        expect = j.kernels_per_iteration / (1e3 * j.iteration_ms) * sum(min(1, k.busy_fraction) * k.blocking_wait_us for k in others)
+        expect = j.kernels_per_iteration / (1e3 * j.iteration_ms) * sum(min(1, k.busy_fraction) * k.mps_wait_us for k in others)
         assert W[j.name] == pytest.approx(expect, rel=1e-9)
     assert W["lstm_lm-b16-fp32"] > 10 * W["vgg16-b256-fp32"]  # many short kernels beside long SM-filling ones
     L = contention_load(X)
@@ -227,7 +245,7 @@ def test_wait_load_is_launches_times_co_runners_blocking_wait(profiles):
 
 def test_evaluation_runs_when_profiles_lack_sm_fill(dataset):
     """A lab's ncu reports without launch__waves_per_multiprocessor give profiles without SM fill
-    or blocking wait:
+    or MPS wait:
     every method of the evaluation still fits and predicts (missing features stay missing for
     XGBoost; the ridge baseline imputes them)."""
     from colopred.modeling.evaluate import evaluate_mode
@@ -235,7 +253,7 @@ def test_evaluation_runs_when_profiles_lack_sm_fill(dataset):
     df = dataset.for_mode("timeslice")
     df = df[df["set_archs"].map(lambda a: {"resnet18", "vgg16", "lstm_lm"} & set(a) != set())].reset_index(drop=True)
     for c in FEATURES:
-        if c.endswith(("sm_fill", "busy_wait_us")):
+        if c.endswith(("sm_fill", "busy_mps_wait_us")):
             df[c] = np.nan
     table, preds = evaluate_mode(df)
     assert set(table["split"]) == {"random", "leave-arch", "pairs->triples"}
@@ -244,7 +262,7 @@ def test_evaluation_runs_when_profiles_lack_sm_fill(dataset):
 
 def test_mps_trees_see_the_wait_features_and_time_slicing_trees_do_not():
     """Per-mode feature sets (features.model_features): the shipped MPS model's trees split on the
-    co-runners' blocking wait; time-slicing's never see it (it made its placements worse)."""
+    co-runners' MPS wait; time-slicing's never see it (it made its placements worse)."""
     from colopred.modeling.features import WAIT_TREE_FEATURES, model_features
 
     mps, ts = Predictor.default("mps"), Predictor.default("timeslice")

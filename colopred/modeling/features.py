@@ -16,14 +16,14 @@ from ..profile import JobProfile
 
 # Per-job base features, computed from a JobProfile.
 BASE = ("busy", "dram_util", "dram_demand", "occupancy", "occ_demand", "log_iter_ms", "log_kernels", "mean_kernel_us", "mem_gib",
-        "sm_fill", "busy_wait_us")
+        "sm_fill", "busy_mps_wait_us")
 # Co-runners' kernel granularity (mean kernel time, kernel count) and how many SMs their grids
 # fill matter under MPS, where a job of many short kernels waits behind a co-runner's long ones
 # that leave no SM free. sm_fill is missing (NaN) for GPM profiles; so are the co-runner
 # aggregates of a set where any co-runner lacks it (XGBoost routes missing values itself).
-# busy_wait_us (busy fraction x JobProfile.blocking_wait_us) is how long, on average, a kernel of
+# busy_mps_wait_us (busy fraction x JobProfile.mps_wait_us) is how long, on average, a kernel of
 # another process waits for this job's kernel in flight under MPS; also missing for GPM profiles.
-CO_AGG = ("busy", "dram_demand", "occ_demand", "dram_util", "mem_gib", "mean_kernel_us", "log_kernels", "sm_fill", "busy_wait_us")
+CO_AGG = ("busy", "dram_demand", "occ_demand", "dram_util", "mem_gib", "mean_kernel_us", "log_kernels", "sm_fill", "busy_mps_wait_us")
 AGGS = ("sum", "max", "min", "mean")
 # Every column of a feature row (the set's totals are t_x + co_sum_x).
 FEATURES = tuple(
@@ -35,14 +35,14 @@ FEATURES = tuple(
 # would leave the training range for sets larger than those measured. How much of the GPU
 # the co-runners take enters through the contention baseline (see contention_load), and
 # the trees model the ratio of the slowdown to it.
-# busy_wait_us enters through the baseline's wait term (wait_load, fitted per mode: 0 under
+# busy_mps_wait_us enters through the baseline's wait term (wait_load, fitted per mode: 0 under
 # time-slicing) and, under MPS only, the trees too (model_features): as a tree feature under
 # time-slicing it made partner choices worse than random in 2 of 4 placement groups.
-MODEL_FEATURES = tuple(f for f in FEATURES if not f.startswith("co_sum_") and f != "n_jobs" and not f.endswith("busy_wait_us"))
-WAIT_TREE_FEATURES = tuple(f for f in FEATURES if f.endswith("busy_wait_us") and not f.startswith("co_sum_"))
+MODEL_FEATURES = tuple(f for f in FEATURES if not f.startswith("co_sum_") and f != "n_jobs" and not f.endswith("busy_mps_wait_us"))
+WAIT_TREE_FEATURES = tuple(f for f in FEATURES if f.endswith("busy_mps_wait_us") and not f.startswith("co_sum_"))
 # Physics says the slowdown does not fall as co-runners demand more bandwidth or SMs, or hold
 # the SMs longer (MPS).
-MONOTONE_INCREASING = ("co_mean_dram_demand", "co_mean_occ_demand", "co_mean_busy_wait_us")
+MONOTONE_INCREASING = ("co_mean_dram_demand", "co_mean_occ_demand", "co_mean_busy_mps_wait_us")
 
 
 def model_features(mode: str | None = None) -> tuple[str, ...]:
@@ -61,12 +61,12 @@ def contention_load(X: np.ndarray) -> np.ndarray:
 def wait_load(X: np.ndarray) -> np.ndarray:
     """Share of the target's solo iteration its kernels would spend waiting behind co-runners'
     kernels under MPS, one wait per launch: K_j / t_j · Σ_{k≠j} busy_k · w_k (K_j kernels per
-    iteration, t_j solo iteration time in µs, w_k = JobProfile.blocking_wait_us). NaN where a
+    iteration, t_j solo iteration time in µs, w_k = JobProfile.mps_wait_us). NaN where a
     profile lacks the kernel data (GPM)."""
     X = np.asarray(X, dtype=np.float64)
     kernels = np.expm1(X[:, FEATURES.index("t_log_kernels")])
     iter_us = 1e3 * np.exp(X[:, FEATURES.index("t_log_iter_ms")])
-    return kernels / iter_us * X[:, FEATURES.index("co_sum_busy_wait_us")]
+    return kernels / iter_us * X[:, FEATURES.index("co_sum_busy_mps_wait_us")]
 
 
 def base_vector(p: JobProfile) -> np.ndarray:
@@ -86,7 +86,7 @@ def base_vector(p: JobProfile) -> np.ndarray:
             mean_kernel_us,
             p.peak_memory_gib or 0.0,
             p.sm_fill_pct if p.sm_fill_pct is not None else np.nan,
-            busy * p.blocking_wait_us if p.blocking_wait_us is not None else np.nan,
+            busy * p.mps_wait_us if p.mps_wait_us is not None else np.nan,
         ],
         dtype=np.float64,
     )

@@ -7,7 +7,7 @@ baseline times a learned correction:
   L = Σ_{k≠j} busy_k · min(1, busy_j)              (contention_load: co-runners' share of GPU time)
   W = K_j / t_j · Σ_{k≠j} busy_k · w_k             (wait_load: MPS, one wait per kernel launch)
 
-(w_k = JobProfile.blocking_wait_us; W counts as 0 for profiles without kernel data, GPM.)
+(w_k = JobProfile.mps_wait_us; W counts as 0 for profiles without kernel data, GPM.)
 α, β ≥ 0 are fitted per mode by least squares; f is XGBoost on set-size-free features (the target's
 profile and the mean/max/min of its co-runners'), monotone in co-runner demand. The
 baseline carries the set size, so sets larger than any in training stay in the trees'
@@ -41,7 +41,7 @@ from ..profile import JobProfile
 from .features import FEATURES, MONOTONE_INCREASING, contention_load, feature_matrix, model_features, profile_matrix, wait_load
 
 MANIFEST_SCHEMA = "colopred.model"
-MANIFEST_VERSION = 3  # 3: the baseline's wait term (wait_beta)
+MANIFEST_VERSION = 4  # 3: the baseline's wait term (wait_beta); 4: the wait is JobProfile.mps_wait_us
 INTERVAL_QUANTILES = (0.05, 0.95)
 INTERVAL_COVERAGE = 0.90
 DEFAULT_PARAMS = {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
@@ -324,11 +324,21 @@ class Predictor:
                               stacklevel=3)
                 return
 
+    def _check_wait(self, profiles: Sequence[JobProfile]) -> None:
+        if self.mode != "mps":
+            return
+        for p in profiles:
+            if p.source == "ncu" and p.mps_wait_us is None:
+                warnings.warn(f"profile {p.name} has no mps_wait_us (made by an older colopred): its MPS wait counts as 0; "
+                              "rebuild it from its ncu report (colopred profile ncu) for full accuracy", stacklevel=3)
+                return
+
     def predict(self, profiles: Sequence[JobProfile]) -> Prediction:
         """Slowdown of each job when ``profiles`` run together."""
         if len(profiles) < 2:
             raise ValueError("a collocation needs at least two jobs")
         self._check_gpu(profiles)
+        self._check_wait(profiles)
         P = profile_matrix(list(profiles))
         X, _, pos = feature_matrix(P, np.arange(len(profiles))[None, :])
         s = np.empty(len(profiles))
@@ -354,6 +364,7 @@ class Predictor:
         idx = np.full((len(sets), k), -1, dtype=np.int64)
         for i, s in enumerate(sets):
             idx[i, : len(s)] = [index[id(p)] for p in s]
+        self._check_wait(profiles)
         return self._predict_index(profiles, idx)
 
     def _predict_index(self, profiles: list[JobProfile], idx: np.ndarray) -> pd.DataFrame:
