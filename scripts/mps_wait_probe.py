@@ -121,6 +121,7 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--no-daemon", action="store_true", help="MPS is already running (or measure without MPS)")
+    ap.add_argument("--scenarios", help="WAVES:BLOCK_US,... instead of the default scenarios (the victim alone comes first)")
     ap.add_argument("--role", choices=("hog", "victim"), help=argparse.SUPPRESS)
     ap.add_argument("--waves", type=float, default=0)
     ap.add_argument("--block-us", type=float, default=0)
@@ -136,9 +137,13 @@ def main() -> int:
         os.makedirs("/tmp/mps-pipe", exist_ok=True)
         os.makedirs("/tmp/mps-log", exist_ok=True)
         subprocess.run(["nvidia-cuda-mps-control", "-d"], env=env, check=True)
+    scenarios = SCENARIOS
+    if a.scenarios:
+        pairs = [tuple(map(float, x.split(":"))) for x in a.scenarios.split(",")]
+        scenarios = [SCENARIOS[0]] + [(f"{w:g} waves, {b:g} us blocks", w, b) for w, b in pairs]
     results = []
     try:
-        for name, waves, block_us in SCENARIOS:
+        for name, waves, block_us in scenarios:
             base = [sys.executable, __file__, "--out", a.out, "--seconds", str(a.seconds)]
             h = None
             if waves:

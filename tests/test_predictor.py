@@ -163,7 +163,8 @@ def test_non_model_files_are_refused(tmp_path):
                         ({"model_features": ["t_busy"]}, "feature schema"), ({"mode": "timeslice"}, "feature schema"),
                         ({"contention_alpha": -1}, "contention_alpha"),
                         ({"contention_alpha": "1"}, "contention_alpha"), ({"wait_beta": None}, "wait_beta"),
-                        ({"wait_beta": float("nan")}, "wait_beta"), ({"schema": "other"}, "not a colopred model")):
+                        ({"wait_beta": float("nan")}, "wait_beta"), ({"schema": "other"}, "not a colopred model"),
+                        ({"contention_load": "symmetric"}, "contention_load 'symmetric' is not the mps mode's")):
         bad = tmp_path / "bad.json"
         bad.write_text(json.dumps({**d, **change}))
         with pytest.raises(SchemaError, match=msg):
@@ -201,6 +202,35 @@ def test_gpm_profiles_leave_kernel_level_features_missing_not_zero(profiles):
     assert np.isfinite(f[others].to_numpy()).all()
     pred = Predictor.default("mps").predict([a, gpm, b])
     assert len(pred.slowdown) == 3 and all(np.isfinite(s) and s > 0 for s in pred.slowdown)
+
+
+def test_mps_share_load_splits_each_pair_by_who_holds_the_sms_longer(profiles):
+    """contention_load(kind="mps_share") = min(1, busy_j) · Σ_{k≠j} busy_k · 2(u_k + ε)/(u_j + u_k + 2ε), u =
+    busy · mps_wait_us, computed per co-runner (not from aggregates): equal waits give the symmetric load, the
+    job of longer kernels loses less of its time, its partner more; a GPM co-runner (no wait) counts 1."""
+    from colopred.modeling.features import SHARE_EPS_US, contention_load
+
+    jobs = [profiles["lstm_lm-b16-fp32"], profiles["vgg16-b256-fp32"], profiles["resnet18-b64-fp32"]]
+    f = feature_frame([jobs]).set_index("job")
+    X = f[list(FEATURES)].to_numpy()
+    share = pd.Series(contention_load(X, "mps_share"), index=f.index)
+    sym = pd.Series(contention_load(X), index=f.index)
+    u = {p.name: min(1, p.busy_fraction) * p.mps_wait_us for p in jobs}
+    for j in jobs:
+        expect = min(1, j.busy_fraction) * sum(
+            min(1, k.busy_fraction) * 2 * (u[k.name] + SHARE_EPS_US) / (u[j.name] + u[k.name] + 2 * SHARE_EPS_US)
+            for k in jobs if k is not j)
+        assert share[j.name] == pytest.approx(expect, rel=1e-12)
+    assert share["vgg16-b256-fp32"] < sym["vgg16-b256-fp32"] and share["lstm_lm-b16-fp32"] > sym["lstm_lm-b16-fp32"]
+    twin = feature_frame([[jobs[2], jobs[2].with_(name="twin")]])
+    T = twin[list(FEATURES)].to_numpy()
+    assert contention_load(T, "mps_share") == pytest.approx(contention_load(T))
+    gpm = JobProfile.from_json(DATA / "profiles" / "nvml" / "vgg16-b32-fp32.json")
+    G = feature_frame([[jobs[2], gpm]]).set_index("job")
+    assert contention_load(G.loc[["resnet18-b64-fp32"], list(FEATURES)].to_numpy(), "mps_share") == pytest.approx(
+        contention_load(G.loc[["resnet18-b64-fp32"], list(FEATURES)].to_numpy()))
+    with pytest.raises(ValueError, match="unknown contention load"):
+        contention_load(X, "fair")
 
 
 def test_an_ncu_profile_without_mps_wait_warns_under_mps_only(profiles):

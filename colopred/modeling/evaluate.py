@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .dataset import Dataset
-from .features import FEATURES, contention_load, model_features, wait_load
+from .features import FEATURES, contention_load, load_kind, wait_load
 from .predictor import SlowdownModel
 
 # ------------------------------------------------------------------ baselines
@@ -65,14 +65,18 @@ class LinearBaseline:
 
 
 class ContentionBaseline:
-    """The model's own baseline alone: s = 1 + α · L + β · W, α and β fitted by least squares (no trees)."""
+    """The model's own baseline alone: s = 1 + α · L + β · W, α and β fitted by least squares (no trees);
+    L of the mode's kind (``features.load_kind``)."""
+
+    def __init__(self, load: str = "symmetric"):
+        self.load = load
 
     def fit(self, X, s):
-        self.alpha, self.beta = SlowdownModel.fit_coefs(contention_load(X), wait_load(X), np.asarray(s, float))
+        self.alpha, self.beta = SlowdownModel.fit_coefs(contention_load(X, self.load), wait_load(X), np.asarray(s, float))
         return self
 
     def predict(self, X):
-        return SlowdownModel._base(self.alpha, self.beta, contention_load(X), wait_load(X))
+        return SlowdownModel._base(self.alpha, self.beta, contention_load(X, self.load), wait_load(X))
 
 
 FIXED_BASELINES: dict[str, Callable[[pd.DataFrame], np.ndarray]] = {
@@ -159,7 +163,7 @@ SPLITS = ("random", "leave-arch", "pairs->triples")
 
 def evaluate_mode(df: pd.DataFrame, params: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Out-of-sample predictions of every method on every split (rows of one mode). Returns (metrics table, predictions)."""
-    features = model_features(df["mode"].iloc[0]) if len(df) else model_features()
+    mode = df["mode"].iloc[0] if len(df) else None
     X = df[list(FEATURES)].to_numpy()
     s = df["slowdown"].to_numpy()
     rows, preds = [], []
@@ -168,9 +172,9 @@ def evaluate_mode(df: pd.DataFrame, params: dict | None = None) -> tuple[pd.Data
         iv_all = np.full((len(df), 2), np.nan)
         covered = np.zeros(len(df), bool)
         for _, tr, te in splits(df, kind):
-            m = SlowdownModel(params, features=features).fit(X[tr], s[tr], groups=df["arch"].to_numpy()[tr])
+            m = SlowdownModel.for_mode(mode, params).fit(X[tr], s[tr], groups=df["arch"].to_numpy()[tr])
             for name, p in (("colopred (XGBoost)", m.predict(X[te])), ("linear (ridge)", LinearBaseline().fit(X[tr], s[tr]).predict(X[te])),
-                            ("contention baseline (fitted α)", ContentionBaseline().fit(X[tr], s[tr]).predict(X[te]))):
+                            ("contention baseline (fitted α)", ContentionBaseline(load_kind(mode)).fit(X[tr], s[tr]).predict(X[te]))):
                 pred_all.setdefault(name, np.full(len(df), np.nan))[te] = p
             iv_all[te] = m.predict_interval(X[te])
             covered[te] = True
@@ -198,7 +202,7 @@ def evaluate(ds: Dataset, out_dir: str | Path | None = None, modes=("timeslice",
         t, p = evaluate_mode(df)
         tables.append(t.assign(mode=mode))
         preds.append(p.assign(mode=mode))
-        models[mode] = SlowdownModel(features=model_features(mode)).fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy(), calibrate=False)
+        models[mode] = SlowdownModel.for_mode(mode).fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy(), calibrate=False)
     table = pd.concat(tables, ignore_index=True)
     if out_dir is not None:
         from .report import write_report

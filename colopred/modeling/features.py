@@ -29,7 +29,7 @@ AGGS = ("sum", "max", "min", "mean")
 FEATURES = tuple(
     [f"t_{b}" for b in BASE]
     + [f"co_{agg}_{b}" for b in CO_AGG for agg in AGGS]
-    + ["n_jobs"]
+    + ["n_jobs", "mps_share_load"]
 )
 # The columns the trees see: no sums and no set size, whose values grow with the set and
 # would leave the training range for sets larger than those measured. How much of the GPU
@@ -38,7 +38,8 @@ FEATURES = tuple(
 # busy_mps_wait_us enters through the baseline's wait term (wait_load, fitted per mode: 0 under
 # time-slicing) and, under MPS only, the trees too (model_features): as a tree feature under
 # time-slicing it made partner choices worse than random in 2 of 4 placement groups.
-MODEL_FEATURES = tuple(f for f in FEATURES if not f.startswith("co_sum_") and f != "n_jobs" and not f.endswith("busy_mps_wait_us"))
+MODEL_FEATURES = tuple(f for f in FEATURES if not f.startswith("co_sum_") and f not in ("n_jobs", "mps_share_load")
+                       and not f.endswith("busy_mps_wait_us"))
 WAIT_TREE_FEATURES = tuple(f for f in FEATURES if f.endswith("busy_mps_wait_us") and not f.startswith("co_sum_"))
 # Physics says the slowdown does not fall as co-runners demand more bandwidth or SMs, or hold
 # the SMs longer (MPS).
@@ -51,10 +52,27 @@ def model_features(mode: str | None = None) -> tuple[str, ...]:
     return MODEL_FEATURES + WAIT_TREE_FEATURES if mode == "mps" else MODEL_FEATURES
 
 
-def contention_load(X: np.ndarray) -> np.ndarray:
-    """Co-runners' summed busy fraction times the target's own (≤ 1), from FEATURES rows:
-    the share of the target's GPU time that other jobs' kernels compete for."""
+# ε of the MPS share (µs): two jobs whose kernels barely hold the SMs split contention evenly.
+SHARE_EPS_US = 10.0
+LOAD_KINDS = ("symmetric", "mps_share")
+
+
+def load_kind(mode: str | None) -> str:
+    """The contention load of a mode's baseline: ``mps_share`` under MPS, ``symmetric`` otherwise."""
+    return "mps_share" if mode == "mps" else "symmetric"
+
+
+def contention_load(X: np.ndarray, kind: str = "symmetric") -> np.ndarray:
+    """From FEATURES rows. ``symmetric``: co-runners' summed busy fraction times the target's own
+    (≤ 1), the share of the target's GPU time that other jobs' kernels compete for (time-slicing).
+    ``mps_share``: each co-runner's term weighted by 2(u_k + ε)/(u_j + u_k + 2ε), u = busy fraction ×
+    JobProfile.mps_wait_us, ε = SHARE_EPS_US: under MPS the job whose kernels hold the SMs longer
+    keeps them, its partner loses the contended time (weight 1 where a wait is missing, GPM)."""
     X = np.asarray(X, dtype=np.float64)
+    if kind == "mps_share":
+        return X[:, FEATURES.index("mps_share_load")]
+    if kind != "symmetric":
+        raise ValueError(f"unknown contention load {kind!r} (one of {', '.join(LOAD_KINDS)})")
     return X[:, FEATURES.index("co_sum_busy")] * np.minimum(1.0, X[:, FEATURES.index("t_busy")])
 
 
@@ -128,7 +146,14 @@ def feature_matrix(P: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray, np.ndar
         co_mean = co_sum / np.maximum(n_jobs[m, None] - 1, 1)
         co_sum, co_max, co_min, co_mean = (np.where(lacking, np.nan, a) for a in (co_sum, co_max, co_min, co_mean))
         agg = np.stack([co_sum, co_max, co_min, co_mean], axis=2).reshape(len(own), -1)  # per base: AGGS order
-        rows.append(np.hstack([own, agg, n_jobs[m, None].astype(float)]))
+        # contention_load(kind="mps_share"): Σ_k busy_k · 2(u_k + ε)/(u_j + u_k + 2ε) · min(1, busy_j)
+        u_own = own[:, BASE.index("busy_mps_wait_us"), None]
+        u_co = others[..., CO_AGG.index("busy_mps_wait_us")]
+        with np.errstate(all="ignore"):
+            share = 2 * (u_co + SHARE_EPS_US) / (u_own + u_co + 2 * SHARE_EPS_US)
+        share = np.where(np.isnan(share), 1.0, share)
+        share_load = np.nansum(others[..., CO_AGG.index("busy")] * share, axis=1) * np.minimum(1.0, own[:, BASE.index("busy")])
+        rows.append(np.hstack([own, agg, n_jobs[m, None].astype(float), share_load[:, None]]))
         set_of.append(np.flatnonzero(m))
         pos_of.append(np.full(m.sum(), i))
     X = np.vstack(rows)

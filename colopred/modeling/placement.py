@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .dataset import Dataset
-from .features import FEATURES, model_features
+from .features import FEATURES
 from .predictor import Predictor, SlowdownModel
 
 
@@ -57,7 +57,7 @@ def compare_placements(ds: Dataset, mode: str, jobs: Sequence[str]) -> pd.DataFr
     # A model that never saw a set made only of these jobs.
     inside = df["set"].map(lambda s: set(s.split("+")) <= set(jobs))
     train = df[~inside]
-    model = SlowdownModel(features=model_features(mode)).fit(train[list(FEATURES)].to_numpy(), train["slowdown"].to_numpy())
+    model = SlowdownModel.for_mode(mode).fit(train[list(FEATURES)].to_numpy(), train["slowdown"].to_numpy())
     n_gpus = len(jobs) // 2
     placed = Predictor(model=model, mode=mode).pack([ds.profiles[j] for j in jobs], n_gpus=n_gpus, max_per_gpu=2)
     packed = value([tuple(g) for g in placed])

@@ -4,7 +4,8 @@ One model per sharing mode predicts the slowdown of each job in a set as a conte
 baseline times a learned correction:
 
   s = (1 + α · L + β · W) · exp(f(x))
-  L = Σ_{k≠j} busy_k · min(1, busy_j)              (contention_load: co-runners' share of GPU time)
+  L = Σ_{k≠j} busy_k · min(1, busy_j)              (contention_load: co-runners' share of GPU time;
+                                                     under MPS each term weighted by who holds the SMs longer)
   W = K_j / t_j · Σ_{k≠j} busy_k · w_k             (wait_load: MPS, one wait per kernel launch)
 
 (w_k = JobProfile.mps_wait_us; W counts as 0 for profiles without kernel data, GPM.)
@@ -38,10 +39,11 @@ import pandas as pd
 from ..errors import InputError, SchemaError
 from ..harness.campaign import CONTEXT_OVERHEAD_GIB
 from ..profile import JobProfile
-from .features import FEATURES, MONOTONE_INCREASING, contention_load, feature_matrix, model_features, profile_matrix, wait_load
+from .features import (FEATURES, LOAD_KINDS, MONOTONE_INCREASING, contention_load, feature_matrix, load_kind, model_features,
+                       profile_matrix, wait_load)
 
 MANIFEST_SCHEMA = "colopred.model"
-MANIFEST_VERSION = 4  # 3: the baseline's wait term (wait_beta); 4: the wait is JobProfile.mps_wait_us
+MANIFEST_VERSION = 4  # 3: the baseline's wait term (wait_beta); 4: the wait is JobProfile.mps_wait_us, load kind per mode
 INTERVAL_QUANTILES = (0.05, 0.95)
 INTERVAL_COVERAGE = 0.90
 DEFAULT_PARAMS = {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
@@ -70,9 +72,13 @@ def _booster(reg, n_rows: int):
 class SlowdownModel:
     """scikit-learn-style estimator of per-job slowdown from FEATURES rows."""
 
-    def __init__(self, params: dict | None = None, monotone: bool = True, features: Sequence[str] | None = None):
-        """``features``: the FEATURES columns the trees see (default: ``model_features()``; a mode's
-        model uses ``model_features(mode)``)."""
+    def __init__(self, params: dict | None = None, monotone: bool = True, features: Sequence[str] | None = None,
+                 load: str = "symmetric"):
+        """``features``: the FEATURES columns the trees see (default: ``model_features()``); ``load``: the
+        baseline's contention load (``features.contention_load`` kind). :meth:`for_mode` sets both for a mode."""
+        if load not in LOAD_KINDS:
+            raise ValueError(f"unknown contention load {load!r} (one of {', '.join(LOAD_KINDS)})")
+        self.load = load
         self.params = {**DEFAULT_PARAMS, **(params or {})}
         self.monotone = monotone
         self.features = tuple(features) if features is not None else model_features()
@@ -85,6 +91,11 @@ class SlowdownModel:
         self.contention_alpha = 0.0
         self.wait_beta = 0.0
         self.conformal_log_width = 0.0
+
+    @classmethod
+    def for_mode(cls, mode: str, params: dict | None = None) -> "SlowdownModel":
+        """The model of a sharing mode: ``model_features(mode)`` in the trees, ``load_kind(mode)`` in the baseline."""
+        return cls(params, features=model_features(mode), load=load_kind(mode))
 
     def _constraints(self) -> str:
         return "(" + ",".join("1" if (self.monotone and f in MONOTONE_INCREASING) else "0" for f in self.features) + ")"
@@ -109,7 +120,7 @@ class SlowdownModel:
 
     def baseline(self, X: np.ndarray) -> np.ndarray:
         """The contention baseline 1 + α · L + β · W of each row."""
-        return self._base(self.contention_alpha, self.wait_beta, contention_load(X), wait_load(X))
+        return self._base(self.contention_alpha, self.wait_beta, contention_load(X, self.load), wait_load(X))
 
     def _fit_parts(self, Xm: np.ndarray, load: np.ndarray, wait: np.ndarray, s: np.ndarray):
         """α, β and the point model on r = log(s) − log(1 + α L + β W); returns (α, β, r, model)."""
@@ -127,7 +138,7 @@ class SlowdownModel:
 
         X = np.asarray(X, dtype=np.float64)
         s = np.asarray(slowdown, float)
-        load, wait = contention_load(X), wait_load(X)
+        load, wait = contention_load(X, self.load), wait_load(X)
         Xm = X[:, self._cols]
         self.contention_alpha, self.wait_beta, r, self.point = self._fit_parts(Xm, load, wait, s)
         self.interval = xgb.XGBRegressor(objective="reg:quantileerror", quantile_alpha=np.array(INTERVAL_QUANTILES),
@@ -262,10 +273,13 @@ class Predictor:
             raise SchemaError(path, f"model schema version {man.get('schema_version')!r} is not supported (expected {MANIFEST_VERSION})")
         if list(man.get("features", [])) != list(FEATURES) or list(man.get("model_features", [])) != list(model_features(man.get("mode"))):
             raise SchemaError(path, "model was trained on a different feature schema than this colopred computes")
+        if man.get("contention_load") != load_kind(man.get("mode")):
+            raise SchemaError(path, f"manifest's contention_load {man.get('contention_load')!r} is not the {man.get('mode')} mode's "
+                                    f"({load_kind(man.get('mode'))!r})")
         alpha = man.get("contention_alpha")
         if not isinstance(alpha, (int, float)) or not np.isfinite(alpha) or alpha < 0:
             raise SchemaError(path, "manifest has no valid contention_alpha")
-        model = SlowdownModel(man.get("params"), man.get("monotone", True), features=man["model_features"])
+        model = SlowdownModel(man.get("params"), man.get("monotone", True), features=man["model_features"], load=man["contention_load"])
         model.conformal_log_width = float(man.get("conformal_log_width", 0.0))
         model.contention_alpha = float(alpha)
         beta = man.get("wait_beta")
@@ -302,7 +316,7 @@ class Predictor:
                "features": list(FEATURES), "model_features": list(self.model.features),
                "monotone_increasing": list(MONOTONE_INCREASING), "params": self.model.params,
                "monotone": self.model.monotone, "contention_alpha": self.model.contention_alpha,
-               "wait_beta": self.model.wait_beta,
+               "wait_beta": self.model.wait_beta, "contention_load": self.model.load,
                "target": "log(slowdown) - log(1 + contention_alpha * contention_load + wait_beta * wait_load)",
                "interval_quantiles": list(INTERVAL_QUANTILES), "interval_coverage": INTERVAL_COVERAGE,
                "conformal_log_width": self.model.conformal_log_width, "files": files, **self.manifest, **manifest_extra}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .dataset import load_dataset
 from .evaluate import evaluate_mode
-from .features import FEATURES, model_features
+from .features import FEATURES
 from .predictor import Predictor, SlowdownModel
 
 
@@ -21,7 +21,7 @@ def train(data_dir: str | Path, out: str | Path, modes=("timeslice", "mps"), wit
         if df.empty:
             log(f"{mode}: no measurements, skipped")
             continue
-        model = SlowdownModel(features=model_features(mode)).fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy(), groups=df["arch"].to_numpy())
+        model = SlowdownModel.for_mode(mode).fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy(), groups=df["arch"].to_numpy())
         metrics = {}
         if with_metrics:
             t, _ = evaluate_mode(df)
