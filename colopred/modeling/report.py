@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .dataset import Dataset
+from .features import SHARE_EPS_US
 
 COLS = ["slowdown_mape_pct", "delta_mae", "pays_off_agreement_pct", "partner_rank_corr", "interval_coverage_pct", "n_sets"]
 
@@ -88,7 +89,9 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         f"{ds.rows['job'].nunique()} jobs, {ds.rows['arch'].nunique()} architectures.",
         "All figures are out-of-sample. Lower is better for MAPE and δ MAE; higher for agreement and rank correlation.",
         "",
-        "Model: s = (1 + α·L + β·W)·exp(f(x)), L = Σ_{k≠j} busy_k · min(1, busy_j) (contention load), "
+        "Model: s = (1 + α·L + β·W)·exp(f(x)), L = Σ_{k≠j} busy_k · min(1, busy_j) (contention load; under MPS each "
+        f"co-runner's term weighted by 2(u_k + ε)/(u_j + u_k + 2ε), u = busy · JobProfile.mps_wait_us, ε = {SHARE_EPS_US:g} µs: "
+        "who holds the SMs longer keeps them), "
         "W = K_j/t_j · Σ_{k≠j} busy_k · w_k (MPS wait: w_k = JobProfile.mps_wait_us); α, β ≥ 0 fitted per mode by "
         "least squares, f = XGBoost on the target's profile and the mean/max/min of its co-runners' (no set size, no sums; "
         "under MPS also the target's and co-runners' MPS wait), monotone in co-runners' mean DRAM and SM demand "
