@@ -163,14 +163,16 @@ def main() -> int:
     finally:
         if not a.no_daemon:
             subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", env=env, text=True)
+    from colopred.profiling.ncu_profile import mps_wait_us
+
     alone = next((r.get("victim_mean_us") for r in results if r["scenario"] == "alone"), None)
     for r in results:
         if alone and "victim_mean_us" in r and "kernel_us" in r:
             t, w = r["kernel_us"], r["waves"]
-            b = t / max(1.0, -(-w // 1))
             r["extra_us"] = r["victim_mean_us"] - alone
             r["blocking_wait_pred_us"] = min(1.0, w) * t / 2
-            r["mps_wait_pred_us"] = (w >= 0.5) * t**0.7 * b**0.3 / 2
+            # the profile's formula for one kernel at full occupancy weight
+            r["mps_wait_pred_us"] = mps_wait_us([t * 1e3], [w], [100.0])
     with open(a.out, "w") as f:
         json.dump(results, f, indent=1)
     for r in results:

@@ -27,19 +27,11 @@ from colopred.profile import JobProfile  # noqa: E402
 from colopred.profiling.ncu_profile import profile_from_ncu  # noqa: E402
 
 
-def _same(a, b) -> bool:
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, float) or isinstance(b, float):
-        return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
-    return a == b
-
-
 def rebuild(old: JobProfile, report: Path) -> JobProfile:
     new = profile_from_ncu(report, name=old.name, iteration_ms=old.iteration_ms, iterations=old.iterations_profiled,
                            peak_memory_gib=old.peak_memory_gib, gpu=old.gpu, meta=old.meta)
     before, after = old.to_dict(), new.to_dict()
-    changed = [k for k, v in before.items() if v is not None and not _same(v, after.get(k))]
+    changed = [k for k, v in before.items() if v is not None and not same(v, after.get(k))]
     if changed:
         raise InputError(report, f"rebuilding {old.name} changes measured fields: {', '.join(changed)}")
     return new

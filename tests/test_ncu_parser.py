@@ -200,18 +200,26 @@ def test_bad_row_error_names_its_line_in_the_file(report_text, write):
     assert path.read_text().splitlines()[h + 7] == '"garbage","x"'
 
 
-@pytest.mark.parametrize("path", [FULL_REPORT, MINIMAL_REPORT], ids=["full", "minimal"])
-def test_sm_fill_is_the_duration_weighted_share_of_sms_a_grid_fills(path):
-    """sm_fill_pct = Σ tᵢ·min(1, wavesᵢ) / Σ tᵢ (in %), checked against the raw CSV read with csv only."""
+WAIT_METRICS = ("gpu__time_duration.sum", "launch__waves_per_multiprocessor", "sm__warps_active.avg.pct_of_peak_sustained_active")
+
+
+def _raw_columns(path, *metrics):
+    """(values of each metric as an array, units row) of a gzipped ncu report, read with csv only (not the
+    parser under test)."""
     import gzip
 
     lines = gzip.open(path, "rt").read().splitlines()
     start = next(i for i, l in enumerate(lines) if l.startswith('"ID"'))
     rows = list(csv.reader(lines[start:]))
-    h = rows[0]
-    it, iw = h.index("gpu__time_duration.sum"), h.index("launch__waves_per_multiprocessor")
-    t = np.array([float(r[it].replace(",", "")) for r in rows[2:]])
-    w = np.array([float(r[iw].replace(",", "")) for r in rows[2:]])
+    h, units = rows[0], rows[1]
+    values = [np.array([float(r[h.index(m)].replace(",", "")) for r in rows[2:]]) for m in metrics]
+    return values, {m: units[h.index(m)] for m in metrics}
+
+
+@pytest.mark.parametrize("path", [FULL_REPORT, MINIMAL_REPORT], ids=["full", "minimal"])
+def test_sm_fill_is_the_duration_weighted_share_of_sms_a_grid_fills(path):
+    """sm_fill_pct = Σ tᵢ·min(1, wavesᵢ) / Σ tᵢ (in %), checked against the raw CSV read with csv only."""
+    (t, w), _ = _raw_columns(path, "gpu__time_duration.sum", "launch__waves_per_multiprocessor")
     expect = 100 * (t * np.minimum(1, w)).sum() / t.sum()
     p = profile_from_ncu(read_ncu_csv(path), name="x", iteration_ms=t.sum() / 1e6 * 1.1)
     assert p.sm_fill_pct == pytest.approx(expect, rel=1e-9)
@@ -222,16 +230,8 @@ def test_sm_fill_is_the_duration_weighted_share_of_sms_a_grid_fills(path):
 def test_blocking_wait_is_the_fill_and_occupancy_weighted_residual_kernel_time(path):
     """blocking_wait_us = Σ tᵢ²·min(1, wavesᵢ)·(occᵢ/100) / (2 Σ tᵢ), in µs (durations in ns in the
     report), checked against the raw CSV read with csv only; GPM profiles have none."""
-    import gzip
-
-    lines = gzip.open(path, "rt").read().splitlines()
-    start = next(i for i, l in enumerate(lines) if l.startswith('"ID"'))
-    rows = list(csv.reader(lines[start:]))
-    h, units = rows[0], rows[1]
-    col = {k: h.index(k) for k in ("gpu__time_duration.sum", "launch__waves_per_multiprocessor",
-                                    "sm__warps_active.avg.pct_of_peak_sustained_active")}
-    assert units[col["gpu__time_duration.sum"]] == "ns"
-    t, w, occ = (np.array([float(r[i].replace(",", "")) for r in rows[2:]]) for i in col.values())
+    (t, w, occ), units = _raw_columns(path, *WAIT_METRICS)
+    assert units["gpu__time_duration.sum"] == "ns"
     expect_us = (t**2 * np.minimum(1, w) * occ / 100).sum() / (2 * t.sum()) / 1e3
     p = profile_from_ncu(read_ncu_csv(path), name="x", iteration_ms=t.sum() / 1e6 * 1.1)
     assert p.blocking_wait_us == pytest.approx(expect_us, rel=1e-9)
@@ -244,15 +244,8 @@ def test_mps_wait_counts_grids_of_half_a_wave_and_shortens_multi_wave_residuals(
     """mps_wait_us = Σ tᵢ·tᵢ^0.7·bᵢ^0.3·[wavesᵢ ≥ ½]·(occᵢ/100) / (2 Σ tᵢ) µs, bᵢ = tᵢ/⌈wavesᵢ⌉, from
     the raw CSV read with csv only. It is below blocking_wait_us for this job: kernels under half a
     wave drop out and multi-wave kernels' residuals shrink."""
-    import gzip
-
-    lines = gzip.open(path, "rt").read().splitlines()
-    start = next(i for i, l in enumerate(lines) if l.startswith('"ID"'))
-    rows = list(csv.reader(lines[start:]))
-    h = rows[0]
-    col = {k: h.index(k) for k in ("gpu__time_duration.sum", "launch__waves_per_multiprocessor",
-                                    "sm__warps_active.avg.pct_of_peak_sustained_active")}
-    t, w, occ = (np.array([float(r[i].replace(",", "")) for r in rows[2:]]) for i in col.values())
+    (t, w, occ), units = _raw_columns(path, *WAIT_METRICS)
+    assert units["gpu__time_duration.sum"] == "ns"
     t_us = t / 1e3
     b = t_us / np.maximum(1, np.ceil(w))
     expect_us = (t_us * t_us**0.7 * b**0.3 * (w >= 0.5) * occ / 100).sum() / (2 * t_us.sum())
