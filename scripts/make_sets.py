@@ -24,6 +24,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=30)
     ap.add_argument("--triples", type=int, default=10)
     ap.add_argument("--exclude", action="append", default=[], help="campaign.json or sets file whose sets to skip")
+    ap.add_argument("--max-new", type=int, default=None, help="at most N new jobs in a set of three or more")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("-o", "--output", required=True)
     a = ap.parse_args()
@@ -38,7 +39,8 @@ def main() -> None:
     out = []
     for k, n in ((2, a.pairs), (3, a.triples)):
         cands = [tuple(sorted(c)) for c in itertools.combinations(sorted(new + old), k)
-                 if any(j in new for j in c) and tuple(sorted(c)) not in done]
+                 if any(j in new for j in c) and tuple(sorted(c)) not in done
+                 and (k < 3 or a.max_new is None or sum(j in new for j in c) <= a.max_new)]
         rng.shuffle(cands)
         count = {j: 0 for j in new}
         chosen = []

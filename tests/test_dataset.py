@@ -82,7 +82,7 @@ def test_data_card_tables_match_the_shipped_data():
         assert f"<!-- datacard:{name} -->\n{body}\n<!-- /datacard:{name} -->" in text, name
 
 
-def test_segments_start_at_a_gpu_or_host_change_or_a_long_pause():
+def test_segments_start_at_a_gpu_host_or_run_change_or_a_long_pause():
     import pandas as pd
 
     from colopred.harness.reader import SEGMENT_GAP_S, segments
@@ -97,6 +97,9 @@ def test_segments_start_at_a_gpu_or_host_change_or_a_long_pause():
     w["host"] = "vm"
     w["gpu_uuid"] = ["GPU-1", "GPU-2", None, "GPU-2", "GPU-2", "GPU-3"]
     assert segments(w).tolist() == [0, 1, 2, 2, 2, 0]
+    # harness 1.3: a resume on the same GPU (a new run id) starts one too; a missing run id does not
+    w["run_id"] = [None, None, None, "r1", "r2", "r3"]
+    assert segments(w).tolist() == [0, 1, 2, 2, 3, 0]
 
 
 def test_slowdowns_take_their_solo_baseline_from_the_same_machine():

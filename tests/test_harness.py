@@ -130,6 +130,11 @@ def test_kill_and_resume_loses_and_duplicates_nothing(tmp_path):
     assert sorted(ids) == sorted(w.window_id for w in resumed.plan)
     assert len(ids) == len(set(ids))
     assert open(out / "windows.jsonl").read().count("partial") == 0
+    # harness 1.3: each invocation has its own run id, and the resume starts a new segment
+    runs = [r["run_id"] for r in iter_records(out / "windows.jsonl")]
+    assert len(set(runs[:17])) == 1 and len(set(runs[17:])) == 1 and runs[0] != runs[17] and all(runs)
+    w = read_windows(out).sort_values("seq")
+    assert w["segment"].tolist() == [0] * 17 + [1] * (len(ids) - 17)
 
 
 def test_resume_with_other_settings_is_refused(tmp_path):

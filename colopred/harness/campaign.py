@@ -10,6 +10,7 @@ import json
 import statistics
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -114,6 +115,7 @@ class Campaign:
         self.config = config
         self.plan = make_plan(config)
         self.records_path = self.out_dir / RECORDS_FILE
+        self.run_id: str | None = None  # set by run(): one per invocation
 
     def done_ids(self) -> set[str]:
         if not self.records_path.exists():
@@ -156,6 +158,7 @@ class Campaign:
             progress.total = len(self.plan)
             progress.start(len(self.plan) - len(pending))
         solo_ms, solo_mem = self._solo_state()
+        self.run_id = uuid.uuid4().hex[:12]  # one per invocation: a resume starts a new run (and segment)
         ran = 0
         with RecordWriter(self.records_path) as writer:
             for mode in self.config.modes:
@@ -194,6 +197,7 @@ class Campaign:
             "warmup_s": round(warmup, 3),
             "provenance": provenance(w.mode, pool.gpu_name, pool.driver, getattr(pool, "gpu_uuid", None)),
             "park_idle": bool(getattr(pool, "park_idle", False)),  # idle workers' state kept in host memory
+            "run_id": self.run_id,
         }
         if w.kind == "colo":
             need = [solo_mem.get((w.mode, j)) for j in w.jobs]

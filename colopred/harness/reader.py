@@ -6,7 +6,8 @@ normalised throughput. Each slowdown uses *nearby* solo times: the mean of the j
 solo windows just before and just after the collocated window in the same campaign,
 mode and segment (drift between windows is real: several % on an H100). A segment is
 a stretch of windows run on one machine without a break: it ends where the recorded
-GPU UUID or host changes or where more than SEGMENT_GAP_S pass between two windows (a
+GPU UUID, host or run changes (harness 1.3 records a run id per invocation: a resume on the
+same machine is a new run) or where more than SEGMENT_GAP_S pass between two windows (a
 campaign resumed on another lease; records before harness 1.2 carry no UUID, and every
 lease so far had the hostname "vm", so for them the pause is what tells machines apart). Solo times differ between machines by up to ~30% for small,
 CPU-bound jobs, so a baseline from another segment is used only where the collocated
@@ -85,6 +86,7 @@ def read_windows(paths) -> pd.DataFrame:
                     "host": prov.get("host"),
                     "gpu_uuid": prov.get("gpu_uuid"),
                     "park_idle": bool(r.get("park_idle", False)),
+                    "run_id": r.get("run_id"),
                 }
             )
     df = pd.DataFrame(rows)
@@ -97,8 +99,9 @@ def read_windows(paths) -> pd.DataFrame:
 
 def segments(windows: pd.DataFrame) -> pd.Series:
     """Segment number of each window within its campaign, in record (= execution) order: a new
-    segment starts where the GPU UUID or the host changes or more than SEGMENT_GAP_S pass between
-    windows (a missing UUID or host never starts one)."""
+    segment starts where the GPU UUID, the host or the run (``run_id``, harness 1.3: one per
+    invocation, so a resume starts one) changes, or more than SEGMENT_GAP_S pass between windows
+    (a missing UUID, host or run id never starts one)."""
     if windows.empty:
         return pd.Series([], dtype=int)
     t = pd.to_datetime(windows["started_at"], utc=True, errors="coerce")
@@ -108,7 +111,7 @@ def segments(windows: pd.DataFrame) -> pd.Series:
         tg = t[g.index]
         gap = tg.diff().dt.total_seconds() > SEGMENT_GAP_S
         moved = pd.Series(False, index=g.index)
-        for col in ("gpu_uuid", "host"):
+        for col in ("gpu_uuid", "host", "run_id"):
             v = g[col] if col in g else pd.Series(None, index=g.index)
             moved |= v.notna() & v.shift().notna() & (v != v.shift())
         out[g.index] = (gap | moved).cumsum().to_numpy()

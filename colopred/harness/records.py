@@ -21,7 +21,9 @@ from ..errors import InputError
 # ran from session 5's fourth device call on, in records still stamped 1.0).
 # 1.2: provenance records the GPU's UUID (NVML): every device lease so far had the hostname "vm",
 # so the host alone does not tell machines apart.
-HARNESS_VERSION = "1.2"
+# 1.3: every record carries ``run_id``, one per invocation of a campaign (a resume is a new run): a
+# resume on the same machine changed the solo speed of CPU-bound jobs (h100-c8), so segments split there.
+HARNESS_VERSION = "1.3"
 RECORD_SCHEMA = "colopred.window/1"
 
 
