@@ -46,6 +46,19 @@ def cmd_profile_show(a) -> int:
     return 0
 
 
+def cmd_profile_retime(a) -> int:
+    from .profile import JobProfile
+
+    p = JobProfile.from_json(a.profile)
+    if not (a.iter_ms > 0 and a.iter_ms < float("inf")):
+        raise ColopredError(f"{a.profile}: --iter-ms must be a positive number of milliseconds, not {a.iter_ms}")
+    r = p.retimed(a.iter_ms)
+    r.to_json(a.output)
+    _log(f"wrote {a.output}: {p.name} re-timed from {p.iteration_ms:.2f} ms to {r.iteration_ms:.2f} ms per iteration, "
+         f"busy fraction {p.busy_fraction:.3f} -> {r.busy_fraction:.3f}")
+    return 0
+
+
 def _target_command(a) -> tuple[list[str], str]:
     from .profiling.runner import zoo_command
 
@@ -159,6 +172,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("profiles", nargs="+")
     p.add_argument("--json", action="store_true", help="print the JSON document")
     p.set_defaults(func=cmd_profile_show)
+
+    p = psub.add_parser("retime", help="re-time a profile: the job's solo iteration time on the machine where it will run")
+    p.add_argument("profile", help="profile JSON")
+    p.add_argument("--iter-ms", type=float, required=True,
+                   help="solo iteration time in milliseconds, measured alone on the target machine (kernel time is kept)")
+    p.add_argument("-o", "--output", required=True, help="profile JSON to write (may be the input)")
+    p.set_defaults(func=cmd_profile_retime)
 
     for name, helptext in (("run", "profile a command under ncu (GPU)"), ("nvml", "profile a command with NVML GPM counters (GPU)")):
         p = psub.add_parser(name, help=helptext)

@@ -4,6 +4,14 @@ Layout of a dataset directory (``datasets/h100``)::
 
     profiles/ncu/JOB.json      one JobProfile per job (the model's inputs)
     campaigns/NAME/windows.jsonl   measurement records (``colopred measure``)
+
+Each window's members are described by their profiles *re-timed* (``JobProfile.retimed``) to the
+solo iteration time that window's slowdowns are measured against (the job's solo windows just
+before and after it on the same machine, ``reader.slowdown_table``): a slowdown s = t'/t is a
+statement about that t, and small, CPU-bound jobs run alone up to ~35% faster or slower on one
+machine than on another, or than when they were profiled. So each feature row describes the job
+as it ran, and predicting s from it is predicting the collocated time t' = s·t from the solo time
+t measured around it. ``retime=False`` keeps the profiles' own (profiling-session) times.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ class Dataset:
     profiles: dict[str, JobProfile]
     data_hash: str
     gpu: str | None
+    retimed: bool = True  # feature rows use profiles re-timed to each window's solo baseline
 
     def for_mode(self, mode: str) -> pd.DataFrame:
         return self.rows[self.rows["mode"] == mode].reset_index(drop=True)
@@ -55,8 +64,32 @@ def hash_files(files: list[Path]) -> str:
     return h.hexdigest()[:16]
 
 
-def load_dataset(root: str | Path, profile_source: str = "ncu") -> Dataset:
-    """Read profiles and campaigns under ``root`` and build feature rows."""
+def feature_rows(slow: pd.DataFrame, profiles: dict[str, JobProfile], retime: bool = True) -> pd.DataFrame:
+    """``slow`` (a ``reader.slowdown_table``: one row per (window, job), index 0..n-1) joined with
+    the FEATURES of each row. With ``retime``, every member of a window is described by its
+    profile re-timed to its ``solo_ms`` there (``JobProfile.retimed``); else by the profile as it is."""
+    slow = slow.reset_index(drop=True)
+    # One profile per (job, solo time): re-timed to the window's baseline, or the profile as it is.
+    keys = list(zip(slow["job"], slow["solo_ms"] if retime else [None] * len(slow)))
+    index = {key: i for i, key in enumerate(dict.fromkeys(keys))}
+    P = profile_matrix([profiles[j] if t is None else profiles[j].retimed(t) for j, t in index])
+    row_profile = np.array([index[key] for key in keys])
+    groups = slow.groupby("window_id", sort=False)
+    k = int(groups["job"].size().max())
+    idx = np.full((groups.ngroups, k), -1)
+    order = []
+    for i, (_, g) in enumerate(groups):
+        idx[i, : len(g)] = row_profile[g.index.to_numpy()]
+        order.append(g.index.to_numpy())
+    X, set_of, pos_of = feature_matrix(P, idx)
+    row_ids = np.array([order[s][p] for s, p in zip(set_of, pos_of)])
+    feats = pd.DataFrame(X, columns=FEATURES, index=row_ids).sort_index()
+    return pd.concat([slow, feats.drop(columns=["n_jobs"])], axis=1)  # n_jobs: the same in both
+
+
+def load_dataset(root: str | Path, profile_source: str = "ncu", retime: bool = True) -> Dataset:
+    """Read profiles and campaigns under ``root`` and build feature rows, each window's members
+    re-timed to their solo baselines (``retime``; see the module doc)."""
     root = Path(root)
     if not root.is_dir():
         raise InputError(root, "dataset directory not found")
@@ -71,23 +104,9 @@ def load_dataset(root: str | Path, profile_source: str = "ncu") -> Dataset:
     slow = slow[slow["window_id"].isin(members[members].index)].reset_index(drop=True)
     if slow.empty:
         raise InputError(root, "no measured collocation has profiles for all its jobs")
-    names = sorted(have)
-    index = {n: i for i, n in enumerate(names)}
-    P = profile_matrix([profiles[n] for n in names])
-    groups = slow.groupby("window_id", sort=False)
-    win_ids = list(groups.groups)
-    k = int(slow.groupby("window_id")["job"].size().max())
-    idx = np.full((len(win_ids), k), -1)
-    order = []
-    for i, (wid, g) in enumerate(groups):
-        idx[i, : len(g)] = [index[j] for j in g["job"]]
-        order.append(g.index.to_numpy())
-    X, set_of, pos_of = feature_matrix(P, idx)
-    row_ids = np.array([order[s][p] for s, p in zip(set_of, pos_of)])
-    feats = pd.DataFrame(X, columns=FEATURES, index=row_ids).sort_index()
-    rows = pd.concat([slow, feats.drop(columns=["n_jobs"])], axis=1)  # n_jobs: same in both
+    rows = feature_rows(slow, profiles, retime=retime)
     rows["arch"] = rows["job"].map(arch_of)
     rows["set_archs"] = rows["set"].map(lambda s: tuple(sorted({arch_of(j) for j in s.split("+")})))
     files = sorted(pdir.glob("*.json")) + sorted(campaigns.rglob("windows.jsonl"))
     gpus = [g for g in windows["gpu"].dropna().unique()]
-    return Dataset(rows=rows, profiles=profiles, data_hash=hash_files(files), gpu=gpus[0] if gpus else None)
+    return Dataset(rows=rows, profiles=profiles, data_hash=hash_files(files), gpu=gpus[0] if gpus else None, retimed=retime)

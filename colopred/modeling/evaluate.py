@@ -161,6 +161,25 @@ def splits(df: pd.DataFrame, kind: str, seed: int = 0):
 SPLITS = ("random", "leave-arch", "pairs->triples")
 
 
+def out_of_sample(df: pd.DataFrame, kind: str, params: dict | None = None) -> np.ndarray:
+    """colopred's out-of-sample point predictions of one mode's rows on one kind of split (NaN for
+    rows no split tests; a row tested by several leave-arch splits keeps the last one's, as in
+    :func:`evaluate_mode`). For experiments: no intervals, no baselines."""
+    mode = df["mode"].iloc[0] if len(df) else None
+    X = df[list(FEATURES)].to_numpy()
+    s = df["slowdown"].to_numpy()
+    pred = np.full(len(df), np.nan)
+    for _, tr, te in splits(df, kind):
+        pred[te] = SlowdownModel.for_mode(mode, params).fit(X[tr], s[tr], calibrate=False, interval=False).predict(X[te])
+    return pred
+
+
+def mape_pct(measured: np.ndarray, pred: np.ndarray) -> float:
+    """Mean absolute percentage error over the rows with a prediction."""
+    ok = ~np.isnan(pred)
+    return float(np.mean(np.abs(pred[ok] - measured[ok]) / measured[ok]) * 100)
+
+
 def evaluate_mode(df: pd.DataFrame, params: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Out-of-sample predictions of every method on every split (rows of one mode). Returns (metrics table, predictions)."""
     mode = df["mode"].iloc[0] if len(df) else None

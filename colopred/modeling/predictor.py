@@ -128,12 +128,14 @@ class SlowdownModel:
         r = np.log(s) - np.log(self._base(alpha, beta, load, wait))
         return alpha, beta, r, self._fit_point(Xm, r)
 
-    def fit(self, X: np.ndarray, slowdown: np.ndarray, groups: np.ndarray | None = None, calibrate: bool = True) -> "SlowdownModel":
+    def fit(self, X: np.ndarray, slowdown: np.ndarray, groups: np.ndarray | None = None, calibrate: bool = True,
+            interval: bool = True) -> "SlowdownModel":
         """Fit α and β, then f on r = log(s) − log(1 + α L + β W). With ``groups`` (one label per row:
         its set, or its architectures for intervals that must hold on unseen jobs), the
         interval is also calibrated by split-conformal prediction: an inner 3-fold CV over
         groups gives out-of-fold log residuals, and the interval is widened to at least
-        their ``INTERVAL_COVERAGE`` quantile."""
+        their ``INTERVAL_COVERAGE`` quantile. ``interval=False`` fits the point model alone (no
+        intervals; for experiments that need only out-of-sample point predictions)."""
         import xgboost as xgb
 
         X = np.asarray(X, dtype=np.float64)
@@ -141,6 +143,9 @@ class SlowdownModel:
         load, wait = contention_load(X, self.load), wait_load(X)
         Xm = X[:, self._cols]
         self.contention_alpha, self.wait_beta, r, self.point = self._fit_parts(Xm, load, wait, s)
+        if not interval:
+            self.interval = None
+            return self
         self.interval = xgb.XGBRegressor(objective="reg:quantileerror", quantile_alpha=np.array(INTERVAL_QUANTILES),
                                          **self.params)
         self.interval.fit(Xm, r)

@@ -13,7 +13,7 @@ from .features import SHARE_EPS_US
 COLS = ["slowdown_mape_pct", "delta_mae", "pays_off_agreement_pct", "partner_rank_corr", "interval_coverage_pct", "n_sets"]
 
 
-def _md_table(df: pd.DataFrame) -> str:
+def md_table(df: pd.DataFrame) -> str:
     cols = list(df.columns)
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in df.itertuples(index=False):
@@ -104,7 +104,7 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
             t = table[(table["mode"] == mode) & (table["split"] == split)]
             if t.empty:
                 continue
-            lines += [f"## {mode}, split: {split}", "", _md_table(t[["method"] + COLS]), ""]
+            lines += [f"## {mode}, split: {split}", "", md_table(t[["method"] + COLS]), ""]
     if placement is not None and not placement.empty:
         lines += ["## Placement on measured data (`Predictor.pack` vs random and one job per GPU)", "",
                   "Groups of jobs whose every pair was measured, placed two per GPU; each placement is valued by the "
@@ -115,7 +115,7 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         fig, axes = plt.subplots(1, len(modes), figsize=(6 * len(modes), 3.8), squeeze=False)
         for ax, mode in zip(axes[0], modes):
             t = summary[summary["mode"] == mode]
-            lines += [f"**{mode}**", "", _md_table(t.drop(columns=["mode", "jobs", "colopred_placement"])), ""]
+            lines += [f"**{mode}**", "", md_table(t.drop(columns=["mode", "jobs", "colopred_placement"])), ""]
             lines += [f"- group {r.scenario_id}: {r.jobs}; colopred placed {r.colopred_placement}" for r in t.itertuples()] + [""]
             x = np.arange(len(t))
             for k, (col, color) in enumerate((("one_per_gpu", "#999"), ("random_mean", "#bbb"), ("colopred", "tab:blue"), ("best", "#555"))):
