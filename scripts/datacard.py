@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from colopred.harness.reader import read_windows, remeasured_sets, repeat_noise, segment_key, set_table, slowdown_table, solo_noise  # noqa: E402
+from colopred.harness.reader import machine_key, read_windows, remeasured_sets, repeat_noise, segment_key, set_table, slowdown_table, solo_noise  # noqa: E402
 from colopred.modeling.dataset import arch_of  # noqa: E402
 from colopred.profile import JobProfile  # noqa: E402
 from colopred.zoo.registry import JobSpec  # noqa: E402
@@ -127,11 +127,14 @@ def sections(w: pd.DataFrame, s: pd.DataFrame, st: pd.DataFrame, profs: pd.DataF
     n = solo_noise(w)
     out["solo_noise"] = md(n.groupby(["campaign", "mode"])["cv"].agg(["count", "median", "max"]).reset_index())
     r = repeat_noise(s)
-    # Which repeats are on another machine or lease: the (mode, set, job) was measured in more than one
-    # segment (reader.segments: a machine change or a pause of more than 5 minutes).
-    segs = s.assign(seg_key=segment_key(s)).groupby(["mode", "set", "job"])["seg_key"].nunique().rename("segments")
-    r = r.merge(segs, left_on=["mode", "set", "job"], right_index=True)
-    r["repeat"] = r["segments"].map(lambda c: "another machine or lease" if c > 1 else "same segment")
+    # Which repeats are on another machine or lease: the (mode, set, job) was measured on more than one GPU
+    # (reader.machine_key: its UUID, or before harness 1.2 its segment); on one GPU but in more than one
+    # segment (a resumed run, another campaign), or within one segment.
+    keyed = s.assign(seg_key=segment_key(s), machine=machine_key(s)).groupby(["mode", "set", "job"])
+    r = r.merge(keyed["seg_key"].nunique().rename("segments"), left_on=["mode", "set", "job"], right_index=True)
+    r = r.merge(keyed["machine"].nunique().rename("machines"), left_on=["mode", "set", "job"], right_index=True)
+    r["repeat"] = [("another machine or lease" if m > 1 else "same machine, another run or campaign" if g > 1 else "same segment")
+                   for m, g in zip(r["machines"], r["segments"])]
     r["rel_diff_pct"] = 100 * (r["max"] / r["min"] - 1)
     out["repeat_noise"] = md(r.groupby(["mode", "repeat"]).agg(
         count=("abs_diff", "count"), median_abs_diff=("abs_diff", "median"), mean_abs_diff=("abs_diff", "mean"),

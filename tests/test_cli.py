@@ -89,3 +89,15 @@ def test_console_script_no_traceback(tmp_path):
     p = subprocess.run([sys.executable, "-m", "colopred.cli", "profile", "show", str(tmp_path / "missing.json")],
                        capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+
+
+def test_profile_retime(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    code, _, err = run(capsys, "profile", "retime", P1, "--iter-ms", "12.5", "-o", out)
+    assert code == 0 and "re-timed" in err
+    before, after = JobProfile.from_json(P1), JobProfile.from_json(out)
+    assert after.iteration_ms == 12.5 and after.gpu_busy_ms == pytest.approx(before.gpu_busy_ms)
+    out.write_text("kept")
+    code, _, err = run(capsys, "profile", "retime", P1, "--iter-ms", "-2", "-o", out)
+    assert code != 0 and str(P1) in err and "positive number" in err and len(err.strip().splitlines()) == 1
+    assert out.read_text() == "kept"  # nothing written on bad input

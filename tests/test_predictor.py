@@ -51,6 +51,34 @@ def test_dataset_rows_match_measurements(dataset):
     assert len(dataset.data_hash) == 16
 
 
+def test_dataset_rows_describe_each_job_at_its_solo_baseline(dataset):
+    """Each window's members are their profiles re-timed to the solo time its slowdowns divide by."""
+    rows = dataset.rows
+    prof = dataset.profiles
+    kernel_ms = rows["job"].map(lambda j: prof[j].kernel_ms_per_iteration)
+    np.testing.assert_allclose(rows["t_busy"], np.minimum(1.0, kernel_ms / rows["solo_ms"]), rtol=1e-9)
+    np.testing.assert_allclose(rows["t_log_iter_ms"], np.log(rows["solo_ms"]), rtol=1e-12)
+    # a co-runner is described at *its* baseline in the same window
+    pairs = rows[rows["n_jobs"] == 2]
+    other = pairs.groupby("window_id")["t_busy"].transform("sum") - pairs["t_busy"]
+    np.testing.assert_allclose(pairs["co_sum_busy"], other, rtol=1e-9)
+    # the profiles' own times, as an untouched profile gives them
+    plain = dataset.with_profile_times().rows
+    assert not dataset.with_profile_times().retimed and len(plain) == len(rows)
+    np.testing.assert_allclose(plain["t_busy"], rows["job"].map(lambda j: min(1.0, prof[j].busy_fraction)), rtol=1e-12)
+    assert (plain["slowdown"] == rows["slowdown"]).all()
+    moved = (np.abs(plain["t_busy"] - rows["t_busy"]) > 0.05).groupby(rows["job"]).mean()
+    assert moved["resnet18-b16-fp32"] > 0.5 and moved["vgg16-b128-bf16"] == 0  # CPU-bound jobs move, saturating ones do not
+
+
+def test_retimed_profiles_predict_unseen_architectures_better(dataset):
+    from colopred.modeling.evaluate import solo_time_sensitivity
+
+    t = solo_time_sensitivity(dataset, modes=("timeslice",)).set_index("solo time of each job")
+    retimed, plain = t.loc["re-timed to the window's solo baseline"], t.loc["profile's own iteration time"]
+    assert retimed["leave-arch MAPE %"] < plain["leave-arch MAPE %"] - 1.0
+
+
 def test_splits_never_leak(dataset):
     df = dataset.for_mode("mps")
     for name, tr, te in splits(df, "leave-arch"):

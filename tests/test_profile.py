@@ -76,3 +76,18 @@ def test_unknown_gpu_needs_details():
     with pytest.raises(ValueError, match="unknown GPU"):
         GpuInfo.from_name("Some Future GPU")
     assert GpuInfo.from_name("Some Future GPU", sm_count=10, memory_gib=8).family == "Some Future GPU"
+
+
+def test_retimed_keeps_the_gpu_time_per_iteration():
+    p = JobProfile.from_json(DATA / "profiles" / "ncu" / "resnet18-b16-fp32.json")
+    r = p.retimed(7.7)
+    assert r.iteration_ms == 7.7 and r.gpu_busy_ms == pytest.approx(p.gpu_busy_ms)
+    assert r.busy_fraction == pytest.approx(p.kernel_ms_per_iteration / 7.7)  # ncu: kernel time / iteration time
+    assert r.busy_fraction > p.busy_fraction  # the job ran faster alone: its kernels fill more of its iteration
+    # per-kernel metrics do not change; the original time is recorded once, also after a second re-timing
+    for f in ("dram_util_pct", "achieved_occupancy_pct", "kernels_per_iteration", "mps_wait_us", "sm_fill_pct"):
+        assert getattr(r, f) == getattr(p, f)
+    assert r.retimed(12.0).meta["retimed_from_iteration_ms"] == p.iteration_ms
+    for bad in (0.0, -3.0, math.nan, math.inf):
+        with pytest.raises(ValueError, match="iteration_ms"):
+            p.retimed(bad)

@@ -206,10 +206,10 @@ def slowdown_table(windows: pd.DataFrame) -> pd.DataFrame:
                  "n_jobs": w.n_jobs, "repeat": w.repeat, "job": job, "solo_ms": t, "colo_ms": c, "slowdown": c / t,
                  "delta": delta, "throughput": thr, "iterations": iters, "peak_memory_gib": mem,
                  "solo_cv": noise.get((w.campaign, w.mode, job), np.nan), "solo_same_segment": same, "gpu": w.gpu,
-                 "started_at": w.started_at}
+                 "gpu_uuid": w.gpu_uuid, "started_at": w.started_at}
             )
     cols = ["campaign", "window_id", "seq", "segment", "mode", "set", "n_jobs", "repeat", "job", "solo_ms", "colo_ms", "slowdown",
-            "delta", "throughput", "iterations", "peak_memory_gib", "solo_cv", "solo_same_segment", "gpu", "started_at"]
+            "delta", "throughput", "iterations", "peak_memory_gib", "solo_cv", "solo_same_segment", "gpu", "gpu_uuid", "started_at"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -219,7 +219,7 @@ def set_table(windows: pd.DataFrame) -> pd.DataFrame:
     agg = slow.groupby("window_id").agg(delta=("delta", "first"), throughput=("throughput", "first"),
                                         max_slowdown=("slowdown", "max")).reset_index()
     colo = windows[windows["kind"] == "colo"][["campaign", "window_id", "record_id", "segment", "mode", "set", "n_jobs", "repeat", "status",
-                                              "reason", "gpu", "started_at"]]
+                                              "reason", "gpu", "gpu_uuid", "started_at"]]
     return colo.merge(agg, on="window_id", how="left")
 
 
@@ -229,13 +229,21 @@ def segment_key(df: pd.DataFrame) -> pd.Series:
     return df["campaign"] + "#" + df["segment"].astype(str)
 
 
+def machine_key(df: pd.DataFrame) -> pd.Series:
+    """The GPU each row was measured on: its UUID (harness 1.2 on), else its ``CAMPAIGN#SEGMENT``
+    (before 1.2 a segment break is a pause of over 5 minutes: another device lease). Two segments of
+    one GPU (a resumed run, another campaign) are the same machine."""
+    uuid = df["gpu_uuid"] if "gpu_uuid" in df else pd.Series(None, index=df.index, dtype=object)
+    return uuid.where(uuid.notna(), segment_key(df))
+
+
 def remeasured_sets(sets: pd.DataFrame) -> pd.DataFrame:
     """Per (mode, set) with a successful window (``set_table`` rows): how many windows measured it,
-    in how many segments (``campaign`` + ``segment``: another segment is another machine or another
-    device lease, see :func:`segments`) and on how many UTC days. ``another_lease`` is True for a set
-    measured in two or more segments, ``another_day`` for one measured on two or more days."""
+    on how many machines (:func:`machine_key`: GPU UUIDs, or segments where no UUID was recorded) and
+    on how many UTC days. ``another_lease`` is True for a set measured on two or more machines (or
+    leases), ``another_day`` for one measured on two or more days."""
     ok = sets[sets["status"] == "ok"].copy()
-    ok["seg_key"] = segment_key(ok)
+    ok["seg_key"] = machine_key(ok)
     ok["day"] = pd.to_datetime(ok["started_at"], utc=True, errors="coerce").dt.date
     out = ok.groupby(["mode", "set"]).agg(n_jobs=("n_jobs", "first"), windows=("window_id", "count"),
                                           segments=("seg_key", "nunique"), days=("day", "nunique")).reset_index()

@@ -17,7 +17,7 @@ t measured around it. ``retime=False`` keeps the profiles' own (profiling-sessio
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +43,15 @@ class Dataset:
 
     def for_mode(self, mode: str) -> pd.DataFrame:
         return self.rows[self.rows["mode"] == mode].reset_index(drop=True)
+
+    def with_profile_times(self) -> "Dataset":
+        """The same measurements with every job described by its profile's own iteration time (the
+        profiling session's) instead of its solo baseline in each window: what the model sees
+        from a profile that was not re-timed on the machine where the jobs run."""
+        if not self.retimed:
+            return self
+        base = self.rows.drop(columns=[c for c in FEATURES if c != "n_jobs" and c in self.rows])
+        return replace(self, rows=feature_rows(base, self.profiles, retime=False), retimed=False)
 
 
 def load_profiles_dir(path: Path) -> dict[str, JobProfile]:

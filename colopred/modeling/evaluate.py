@@ -210,6 +210,24 @@ def evaluate_mode(df: pd.DataFrame, params: dict | None = None) -> tuple[pd.Data
     return pd.DataFrame(rows), pd.concat(preds, ignore_index=True) if preds else pd.DataFrame()
 
 
+def solo_time_sensitivity(ds: Dataset, modes=("timeslice", "mps")) -> pd.DataFrame:
+    """colopred's leave-architecture-out and pairs->triples MAPE with the jobs described by their
+    profiles re-timed to each window's solo baseline (``ds``, as trained) and by the profiles' own
+    iteration times (``Dataset.with_profile_times``): how much a profile timed on another machine
+    costs."""
+    rows = []
+    for label, d in (("re-timed to the window's solo baseline", ds), ("profile's own iteration time", ds.with_profile_times())):
+        for mode in modes:
+            df = d.for_mode(mode)
+            if df.empty:
+                continue
+            row = {"mode": mode, "solo time of each job": label}
+            for kind in ("leave-arch", "pairs->triples"):
+                row[f"{kind} MAPE %"] = mape_pct(df["slowdown"].to_numpy(), out_of_sample(df, kind))
+            rows.append(row)
+    return pd.DataFrame(rows).sort_values("mode", kind="stable").reset_index(drop=True)
+
+
 def evaluate(ds: Dataset, out_dir: str | Path | None = None, modes=("timeslice", "mps"), log=lambda s: None) -> pd.DataFrame:
     """Evaluate every mode; with ``out_dir`` write ``report.md`` and PNG figures there."""
     tables, preds, models = [], [], {}
@@ -229,5 +247,8 @@ def evaluate(ds: Dataset, out_dir: str | Path | None = None, modes=("timeslice",
         from .placement import placement_table
 
         log("placement on measured data")
-        write_report(Path(out_dir), ds, table, pd.concat(preds, ignore_index=True), models, placement_table(ds, modes))
+        placement = placement_table(ds, modes)
+        log("profiles not re-timed")
+        sensitivity = solo_time_sensitivity(ds, modes) if ds.retimed else None
+        write_report(Path(out_dir), ds, table, pd.concat(preds, ignore_index=True), models, placement, sensitivity)
     return table

@@ -37,7 +37,7 @@ def placement_summary(placement: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFrame, models: dict,
-                 placement: pd.DataFrame | None = None) -> Path:
+                 placement: pd.DataFrame | None = None, sensitivity: pd.DataFrame | None = None) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -98,6 +98,12 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         "(and mean wait). The row \"contention baseline (fitted α)\" is 1 + α·L + β·W alone. "
         "Intervals: 5%/95% quantile model widened by split-conformal residuals from folds grouped by architecture.",
         "",
+        "Inputs: " + ("each window's jobs are described by their profiles re-timed (`JobProfile.retimed`) to the solo "
+                      "iteration time its slowdowns are measured against (the job's solo windows just before and after it "
+                      "on the same machine); a slowdown s = t'/t is predicted from that t, which makes its error the error "
+                      "of the collocated time s·t. The section \"Solo time of the profiles\" below gives the figures with "
+                      "the profiles' own times." if ds.retimed else "the profiles as they are (their own iteration times)."),
+        "",
     ]
     for mode in table["mode"].unique():
         for split in table["split"].unique():
@@ -128,6 +134,16 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         plt.close(fig)
         figs.append("placement.png")
         placement.drop(columns=["colopred_placement"]).to_csv(out / "placement.csv", index=False)
+    if sensitivity is not None and not sensitivity.empty:
+        lines += ["## Solo time of the profiles", "",
+                  "colopred (MAPE of per-job slowdown) with each job described by its profile re-timed to its solo baseline "
+                  "in each window, as trained and reported above, against its profile's own iteration time (measured once, "
+                  "when it was profiled, on one machine): small, CPU- or input-bound jobs run alone up to ~35% faster or "
+                  "slower on one machine than on another. Re-time a profile on the machine where the job will run with "
+                  "`colopred profile retime P.json --iter-ms MS`. `scripts/retime_check.py` also re-times to the job's "
+                  "*other* solo windows on the same machine (timed at another moment).", "",
+                  md_table(sensitivity), ""]
+        sensitivity.to_csv(out / "solo_time.csv", index=False)
     lines += [f"![{f}]({f})" for f in figs]
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")
