@@ -32,6 +32,8 @@ def train(data_dir: str | Path, out: str | Path, modes=("timeslice", "mps"), wit
         p = Predictor(model=model, mode=mode)
         path = p.save(out.parent / f"{stem}-{mode}.json", gpu=ds.gpu, data_hash=ds.data_hash, data_dir=str(data_dir),
                       n_sets=int(df["window_id"].nunique()), n_rows=len(df), jobs=sorted(df["job"].unique()),
+                      inputs=("profiles re-timed to each window's solo baseline (JobProfile.retimed): re-time a profile to the "
+                              "job's solo iteration time on the target machine" if ds.retimed else "profiles as they are"),
                       metrics=metrics)
         log(f"{mode}: wrote {path}")
         written.append(path)
