@@ -50,9 +50,10 @@ def cmd_profile_retime(a) -> int:
     from .profile import JobProfile
 
     p = JobProfile.from_json(a.profile)
-    if not (a.iter_ms > 0 and a.iter_ms < float("inf")):
-        raise ColopredError(f"{a.profile}: --iter-ms must be a positive number of milliseconds, not {a.iter_ms}")
-    r = p.retimed(a.iter_ms)
+    try:
+        r = p.retimed(a.iter_ms)
+    except ValueError as e:
+        raise ColopredError(f"{a.profile}: --iter-ms: {e}") from None
     r.to_json(a.output)
     _log(f"wrote {a.output}: {p.name} re-timed from {p.iteration_ms:.2f} ms to {r.iteration_ms:.2f} ms per iteration, "
          f"busy fraction {p.busy_fraction:.3f} -> {r.busy_fraction:.3f}")

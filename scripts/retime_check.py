@@ -29,8 +29,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from colopred.harness.reader import read_windows, slowdown_table, solo_table  # noqa: E402
-from colopred.modeling.dataset import arch_of, feature_rows, load_profiles_dir  # noqa: E402
+from colopred.harness.reader import nearest_solo_windows, read_windows, slowdown_table, solo_table  # noqa: E402
+from colopred.modeling.dataset import feature_rows, load_profiles_dir  # noqa: E402
 from colopred.modeling.evaluate import mape_pct, out_of_sample  # noqa: E402
 from colopred.modeling.report import md_table  # noqa: E402
 
@@ -44,9 +44,7 @@ def other_solo_ms(slow: pd.DataFrame, solos: pd.DataFrame) -> np.ndarray:
         g = groups.get((r.campaign, r.mode, r.segment, r.job))
         if g is None:
             continue
-        before, after = g[g["seq"] < r.seq], g[g["seq"] > r.seq]
-        drop = set(before["seq"].iloc[-1:]) | set(after["seq"].iloc[:1])
-        rest = g.loc[~g["seq"].isin(drop), "iteration_ms"]
+        rest = g.drop(index=nearest_solo_windows(g, r.seq).index)["iteration_ms"]
         if len(rest):
             out[i] = rest.mean()
     return out
@@ -75,8 +73,6 @@ def main() -> None:
     rows = []
     for name, (table, retime) in variants.items():
         df = feature_rows(table, profiles, retime=retime)
-        df["arch"] = df["job"].map(arch_of)
-        df["set_archs"] = df["set"].map(lambda s: tuple(sorted({arch_of(j) for j in s.split("+")})))
         for mode, d in df.groupby("mode"):
             d = d.reset_index(drop=True)
             row = {"mode": mode, "solo time": name, "rows": len(d)}

@@ -164,6 +164,14 @@ def solo_noise(windows: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns="std_ms")
 
 
+def nearest_solo_windows(solos: pd.DataFrame, seq: int) -> pd.DataFrame:
+    """The solo windows (rows of ``solos``, one job's, sorted by ``seq``) just before and just after
+    record ``seq``: the ones a slowdown's baseline is the mean of (one where the other side has none)."""
+    before = solos[solos["seq"] < seq]
+    after = solos[solos["seq"] > seq]
+    return pd.concat([before.iloc[-1:], after.iloc[:1]])
+
+
 def _nearby_solo(solos: pd.DataFrame, seq: int, segment: int | None = None) -> tuple[float | None, bool]:
     """Mean of the solo windows just before and just after ``seq`` (either if only one exists),
     taken from ``segment`` where it has any; returns (ms, whether they came from ``segment``)."""
@@ -171,14 +179,8 @@ def _nearby_solo(solos: pd.DataFrame, seq: int, segment: int | None = None) -> t
         own = solos[solos["segment"] == segment]
         if len(own):
             return _nearby_solo(own, seq)[0], True
-    before = solos[solos["seq"] < seq]
-    after = solos[solos["seq"] > seq]
-    vals = []
-    if len(before):
-        vals.append(before["iteration_ms"].iloc[-1])
-    if len(after):
-        vals.append(after["iteration_ms"].iloc[0])
-    return (float(np.mean(vals)) if vals else None), segment is None
+    vals = nearest_solo_windows(solos, seq)["iteration_ms"]
+    return (float(np.mean(vals)) if len(vals) else None), segment is None
 
 
 def slowdown_table(windows: pd.DataFrame) -> pd.DataFrame:

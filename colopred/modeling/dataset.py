@@ -74,8 +74,8 @@ def hash_files(files: list[Path]) -> str:
 
 
 def feature_rows(slow: pd.DataFrame, profiles: dict[str, JobProfile], retime: bool = True) -> pd.DataFrame:
-    """``slow`` (a ``reader.slowdown_table``: one row per (window, job), index 0..n-1) joined with
-    the FEATURES of each row. With ``retime``, every member of a window is described by its
+    """``slow`` (a ``reader.slowdown_table``: one row per (window, job)) joined with the FEATURES of
+    each row and its ``arch`` and ``set_archs`` (the architectures of its set). With ``retime``, every member of a window is described by its
     profile re-timed to its ``solo_ms`` there (``JobProfile.retimed``); else by the profile as it is."""
     slow = slow.reset_index(drop=True)
     # One profile per (job, solo time): re-timed to the window's baseline, or the profile as it is.
@@ -93,7 +93,9 @@ def feature_rows(slow: pd.DataFrame, profiles: dict[str, JobProfile], retime: bo
     X, set_of, pos_of = feature_matrix(P, idx)
     row_ids = np.array([order[s][p] for s, p in zip(set_of, pos_of)])
     feats = pd.DataFrame(X, columns=FEATURES, index=row_ids).sort_index()
-    return pd.concat([slow, feats.drop(columns=["n_jobs"])], axis=1)  # n_jobs: the same in both
+    rows = pd.concat([slow, feats.drop(columns=["n_jobs"])], axis=1)  # n_jobs: the same in both
+    return rows.assign(arch=rows["job"].map(arch_of),
+                       set_archs=rows["set"].map(lambda s: tuple(sorted({arch_of(j) for j in s.split("+")}))))
 
 
 def load_dataset(root: str | Path, profile_source: str = "ncu", retime: bool = True) -> Dataset:
@@ -114,8 +116,6 @@ def load_dataset(root: str | Path, profile_source: str = "ncu", retime: bool = T
     if slow.empty:
         raise InputError(root, "no measured collocation has profiles for all its jobs")
     rows = feature_rows(slow, profiles, retime=retime)
-    rows["arch"] = rows["job"].map(arch_of)
-    rows["set_archs"] = rows["set"].map(lambda s: tuple(sorted({arch_of(j) for j in s.split("+")})))
     files = sorted(pdir.glob("*.json")) + sorted(campaigns.rglob("windows.jsonl"))
     gpus = [g for g in windows["gpu"].dropna().unique()]
     return Dataset(rows=rows, profiles=profiles, data_hash=hash_files(files), gpu=gpus[0] if gpus else None, retimed=retime)
