@@ -214,28 +214,30 @@ def test_non_model_files_are_refused(tmp_path):
 
 
 def test_gpm_profiles_leave_kernel_level_features_missing_not_zero(profiles):
-    """A GPM profile has no SM fill and no MPS wait: its own and its partners' features built
-    on them are missing (NaN), every other feature is filled, and the shipped model still predicts
-    (the baseline's wait term counts as 0 where it is missing)."""
+    """A GPM profile has no SM fill, no MPS wait and no kernel DRAM distribution: its own and its
+    partners' features built on them are missing (NaN), every other feature is filled, and the
+    shipped model still predicts (the baseline's wait term counts as 0 where it is missing)."""
     gpm = JobProfile.from_json(DATA / "profiles" / "nvml" / "vgg16-b32-fp32.json")
-    assert gpm.sm_fill_pct is None and gpm.mps_wait_us is None
+    assert gpm.sm_fill_pct is None and gpm.mps_wait_us is None and "dram_pct" not in gpm.distributions
     a, b = profiles["resnet18-b64-fp32"], profiles["lstm_lm-b64-fp32"]
     f = feature_frame([[a, gpm, b]]).set_index("job")
-    for base, own in (("sm_fill", lambda p: p.sm_fill_pct), ("busy_mps_wait_us", lambda p: min(1, p.busy_fraction) * p.mps_wait_us)):
+    for base, own in (("sm_fill", lambda p: p.sm_fill_pct), ("busy_mps_wait_us", lambda p: min(1, p.busy_fraction) * p.mps_wait_us),
+                      ("dram_util_p25", lambda p: p.distributions["dram_pct"]["p25"])):
         cols = [c for c in FEATURES if c.endswith(base)]
         assert np.isnan(f.loc["vgg16-b32-fp32", f"t_{base}"])
         assert f.loc["resnet18-b64-fp32", cols].isna().sum() == len(cols) - 1  # only its own value known
         assert f.loc["vgg16-b32-fp32", f"co_max_{base}"] == pytest.approx(max(own(a), own(b)))
-    others = [c for c in FEATURES if not c.endswith(("sm_fill", "busy_mps_wait_us"))]
+    others = [c for c in FEATURES if not c.endswith(("sm_fill", "busy_mps_wait_us", "dram_util_p25"))]
     assert np.isfinite(f[others].to_numpy()).all()
     pred = Predictor.default("mps").predict([a, gpm, b])
     assert len(pred.slowdown) == 3 and all(np.isfinite(s) and s > 0 for s in pred.slowdown)
 
 
 def test_mps_share_load_splits_each_pair_by_who_holds_the_sms_longer(profiles):
-    """contention_load(kind="mps_share") = min(1, busy_j) · Σ_{k≠j} busy_k · 2(u_k + ε)/(u_j + u_k + 2ε), u =
-    busy · mps_wait_us, computed per co-runner (not from aggregates): equal waits give the symmetric load, the
-    job of longer kernels loses less of its time, its partner more; a GPM co-runner (no wait) counts 1."""
+    """contention_load(kind="mps_share") = min(1, busy_j) · Σ_{k≠j} busy_k · fill_k · 2(u_k + ε)/(u_j + u_k + 2ε),
+    u = busy · mps_wait_us, fill = sm_fill_pct / 100, computed per co-runner (not from aggregates): equal waits
+    give the fill-weighted symmetric load, the job of longer kernels loses less of its time, its partner more;
+    a GPM co-runner (no wait, no fill) counts 1."""
     from colopred.modeling.features import SHARE_EPS_US, contention_load
 
     jobs = [profiles["lstm_lm-b16-fp32"], profiles["vgg16-b256-fp32"], profiles["resnet18-b64-fp32"]]
@@ -246,13 +248,13 @@ def test_mps_share_load_splits_each_pair_by_who_holds_the_sms_longer(profiles):
     u = {p.name: min(1, p.busy_fraction) * p.mps_wait_us for p in jobs}
     for j in jobs:
         expect = min(1, j.busy_fraction) * sum(
-            min(1, k.busy_fraction) * 2 * (u[k.name] + SHARE_EPS_US) / (u[j.name] + u[k.name] + 2 * SHARE_EPS_US)
+            min(1, k.busy_fraction) * k.sm_fill_pct / 100 * 2 * (u[k.name] + SHARE_EPS_US) / (u[j.name] + u[k.name] + 2 * SHARE_EPS_US)
             for k in jobs if k is not j)
         assert share[j.name] == pytest.approx(expect, rel=1e-12)
     assert share["vgg16-b256-fp32"] < sym["vgg16-b256-fp32"] and share["lstm_lm-b16-fp32"] > sym["lstm_lm-b16-fp32"]
     twin = feature_frame([[jobs[2], jobs[2].with_(name="twin")]])
     T = twin[list(FEATURES)].to_numpy()
-    assert contention_load(T, "mps_share") == pytest.approx(contention_load(T))
+    assert contention_load(T, "mps_share") == pytest.approx(contention_load(T) * jobs[2].sm_fill_pct / 100)
     gpm = JobProfile.from_json(DATA / "profiles" / "nvml" / "vgg16-b32-fp32.json")
     G = feature_frame([[jobs[2], gpm]]).set_index("job")
     assert contention_load(G.loc[["resnet18-b64-fp32"], list(FEATURES)].to_numpy(), "mps_share") == pytest.approx(
@@ -320,14 +322,16 @@ def test_evaluation_runs_when_profiles_lack_sm_fill(dataset):
 
 def test_mps_trees_see_the_wait_features_and_time_slicing_trees_do_not():
     """Per-mode feature sets (features.model_features): the shipped MPS model's trees split on the
-    co-runners' MPS wait; time-slicing's never see it (it made its placements worse)."""
-    from colopred.modeling.features import WAIT_TREE_FEATURES, model_features
+    co-runners' MPS wait and their DRAM p25; time-slicing's never see them (the wait made its
+    placements worse, the p25 did not help)."""
+    from colopred.modeling.features import MPS_TREE_FEATURES, model_features
 
     mps, ts = Predictor.default("mps"), Predictor.default("timeslice")
     assert mps.manifest["model_features"] == list(model_features("mps"))
     assert ts.manifest["model_features"] == list(model_features("timeslice"))
-    assert not set(WAIT_TREE_FEATURES) & set(ts.model.features)
+    assert not set(MPS_TREE_FEATURES) & set(ts.model.features)
     gain = mps.model.feature_importance()
-    assert gain[list(WAIT_TREE_FEATURES)].sum() > 0
+    for group in ("busy_mps_wait_us", "dram_util_p25"):
+        assert gain[[f for f in MPS_TREE_FEATURES if f.endswith(group)]].sum() > 0, group
     # monotone in the co-runners' mean wait where the trees see it
     assert mps.model._constraints().count("1") == 3 and ts.model._constraints().count("1") == 2

@@ -5,7 +5,8 @@ baseline times a learned correction:
 
   s = (1 + α · L + β · W) · exp(f(x))
   L = Σ_{k≠j} busy_k · min(1, busy_j)              (contention_load: co-runners' share of GPU time;
-                                                     under MPS each term weighted by who holds the SMs longer)
+                                                     under MPS each term weighted by who holds the SMs longer
+                                                     and by the share of SMs the co-runner's grids fill)
   W = K_j / t_j · Σ_{k≠j} busy_k · w_k             (wait_load: MPS, one wait per kernel launch)
 
 (w_k = JobProfile.mps_wait_us; W counts as 0 for profiles without kernel data, GPM.)
@@ -43,7 +44,8 @@ from .features import (FEATURES, LOAD_KINDS, MONOTONE_INCREASING, contention_loa
                        profile_matrix, wait_load)
 
 MANIFEST_SCHEMA = "colopred.model"
-MANIFEST_VERSION = 4  # 3: the baseline's wait term (wait_beta); 4: the wait is JobProfile.mps_wait_us, load kind per mode
+MANIFEST_VERSION = 5  # 3: the baseline's wait term (wait_beta); 4: the wait is JobProfile.mps_wait_us, load kind per mode;
+# 5: dram_util_p25 feature, MPS share load weighted by the co-runners' SM fill
 INTERVAL_QUANTILES = (0.05, 0.95)
 INTERVAL_COVERAGE = 0.90
 DEFAULT_PARAMS = {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
