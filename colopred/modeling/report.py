@@ -91,10 +91,10 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         "",
         "Model: s = (1 + α·L + β·W)·exp(f(x)), L = Σ_{k≠j} busy_k · min(1, busy_j) (contention load; under MPS each "
         f"co-runner's term weighted by 2(u_k + ε)/(u_j + u_k + 2ε), u = busy · JobProfile.mps_wait_us, ε = {SHARE_EPS_US:g} µs: "
-        "who holds the SMs longer keeps them), "
+        "who holds the SMs longer keeps them, and by the co-runner's SM fill), "
         "W = K_j/t_j · Σ_{k≠j} busy_k · w_k (MPS wait: w_k = JobProfile.mps_wait_us); α, β ≥ 0 fitted per mode by "
         "least squares, f = XGBoost on the target's profile and the mean/max/min of its co-runners' (no set size, no sums; "
-        "under MPS also the target's and co-runners' MPS wait), monotone in co-runners' mean DRAM and SM demand "
+        "under MPS also the target's and co-runners' MPS wait and the co-runners' DRAM p25), monotone in co-runners' mean DRAM and SM demand "
         "(and mean wait). The row \"contention baseline (fitted α)\" is 1 + α·L + β·W alone. "
         "Intervals: 5%/95% quantile model widened by split-conformal residuals from folds grouped by architecture.",
         "",
