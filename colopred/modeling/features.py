@@ -48,8 +48,7 @@ FEATURES = tuple(
 MPS_ONLY = ("busy_mps_wait_us", "dram_util_p25")
 MODEL_FEATURES = tuple(f for f in FEATURES if not f.startswith("co_sum_") and f not in ("n_jobs", "mps_share_load")
                        and not f.endswith(MPS_ONLY))
-MPS_TREE_FEATURES = tuple(f for f in FEATURES if not f.startswith("co_sum_") and
-                          (f.endswith("busy_mps_wait_us") or (f.endswith("dram_util_p25") and f.startswith("co_"))))
+MPS_TREE_FEATURES = tuple(f for f in FEATURES if f.endswith(MPS_ONLY) and not f.startswith("co_sum_") and f != "t_dram_util_p25")
 # Physics says the slowdown does not fall as co-runners demand more bandwidth or SMs, or hold
 # the SMs longer (MPS).
 MONOTONE_INCREASING = ("co_mean_dram_demand", "co_mean_occ_demand", "co_mean_busy_mps_wait_us")
