@@ -343,6 +343,7 @@ class DLRM(nn.Module):
 
     def __init__(self, dense=13, tables=26, rows=200_000, d=64, bottom=(512, 256), top=(512, 256)):
         super().__init__()
+        self.dense_features = dense
         self.tables = nn.ModuleList([nn.EmbeddingBag(rows, d, mode="sum") for _ in range(tables)])
         dims = (dense, *bottom, d)
         self.bottom = nn.Sequential(*[m for a, b in zip(dims, dims[1:]) for m in (nn.Linear(a, b), nn.ReLU())])
@@ -357,3 +358,24 @@ class DLRM(nn.Module):
         inter = torch.bmm(z, z.transpose(1, 2))
         iu = torch.triu_indices(z.shape[1], z.shape[1], 1, device=z.device)
         return self.top(torch.cat([x, inter[:, iu[0], iu[1]]], 1)).squeeze(1)
+
+
+class WideAndDeep(nn.Module):
+    """Wide & Deep recommender (Cheng et al., 2016) on Criteo-like inputs: a wide part (one learned
+    weight per category of each sparse feature, an EmbeddingBag of dimension 1) plus a deep MLP over
+    the dense features concatenated with one embedding per sparse feature. Unlike :class:`DLRM`,
+    no pairwise interaction: the embeddings enter the MLP directly."""
+
+    def __init__(self, dense=13, tables=26, rows=300_000, d=32, deep=(1024, 512, 256)):
+        super().__init__()
+        self.tables = nn.ModuleList([nn.EmbeddingBag(rows, d, mode="sum") for _ in range(tables)])
+        self.wide = nn.ModuleList([nn.EmbeddingBag(rows, 1, mode="sum") for _ in range(tables)])
+        self.wide_dense = nn.Linear(dense, 1)
+        dims = (dense + tables * d, *deep)
+        self.deep = nn.Sequential(*[m for a, b in zip(dims, dims[1:]) for m in (nn.Linear(a, b), nn.ReLU())], nn.Linear(dims[-1], 1))
+        self.dense_features = dense
+
+    def forward(self, dense, sparse):
+        emb = [t(sparse[:, i, :]) for i, t in enumerate(self.tables)]
+        wide = self.wide_dense(dense) + sum(t(sparse[:, i, :]) for i, t in enumerate(self.wide))
+        return (wide + self.deep(torch.cat([dense, *emb], 1))).squeeze(1)

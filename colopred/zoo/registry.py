@@ -46,6 +46,7 @@ def _archs() -> dict[str, Arch]:
         Arch("transformer_seq2seq", "transformer", "adamw", "seq2seq", tiny_or(lambda: m.Seq2SeqTransformer(), lambda: m.Seq2SeqTransformer(vocab=128, d=32, layers=1, heads=2, ff=64))),
         Arch("lstm_lm", "rnn", "sgd", "tokens", tiny_or(lambda: m.LSTMLanguageModel(), lambda: m.LSTMLanguageModel(vocab=128, d=32))),
         Arch("dlrm", "recsys", "adagrad", "recsys", tiny_or(lambda: m.DLRM(), lambda: m.DLRM(tables=4, rows=100, d=8, bottom=(16,), top=(16,)))),
+        Arch("wide_deep", "recsys", "adagrad", "recsys", tiny_or(lambda: m.WideAndDeep(), lambda: m.WideAndDeep(tables=4, rows=100, d=8, deep=(16,)))),
     ]
     return {a.name: a for a in archs}
 
@@ -65,9 +66,11 @@ def architectures() -> dict[str, Arch]:
 ARCH_NAMES = (
     "resnet18", "resnet50", "se_resnet50", "vgg16", "vgg11", "alexnet", "regnetx_400mf", "convnext_tiny",
     "mobilenet_v2", "shufflenet_v2", "gpt2_small", "transformer_seq2seq", "lstm_lm", "dlrm",
+    "wide_deep",
 )
 ARCH_FAMILY = {
     "gpt2_small": "transformer", "transformer_seq2seq": "transformer", "lstm_lm": "rnn", "dlrm": "recsys",
+    "wide_deep": "recsys",
 }
 SEQ_LEN = {"gpt2_small": 256, "transformer_seq2seq": 128, "lstm_lm": 35}
 PRECISIONS = ("fp32", "bf16")

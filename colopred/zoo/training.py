@@ -161,7 +161,7 @@ def build(spec: JobSpec, device: str | torch.device = "cuda", *, tiny: bool = Fa
     elif arch.input_kind == "recsys":
         n_tables = len(model.tables)
         rows = model.tables[0].num_embeddings
-        dense = torch.randn(b, model.bottom[0].in_features, device=device)
+        dense = torch.randn(b, model.dense_features, device=device)
         sparse = torch.randint(0, rows, (b, n_tables, 1), device=device)
         y = torch.randint(0, 2, (b,), device=device).float()
         next_batch = lambda: ((dense, sparse), y)  # noqa: E731
