@@ -31,6 +31,7 @@ PCT_FIELDS = (
     "l2_hit_rate_pct",
     "tensor_util_pct",
     "sm_fill_pct",
+    "launch_fill_pct",
 )
 
 
@@ -66,6 +67,11 @@ class JobProfile:
     """Duration-weighted share of the SMs a kernel's grid fills: Σ tᵢ·min(1, wavesᵢ) / Σ tᵢ, in %
     (wavesᵢ = ncu's launch__waves_per_multiprocessor). Under MPS a co-runner's kernels of high fill
     leave no SM free for another process's kernels. ncu profiles only (None from GPM)."""
+    launch_fill_pct: float | None = None
+    """The same share per kernel launch, not weighted by duration: Σᵢ min(1, wavesᵢ) / N over the N
+    kernels, in %. Under MPS a launch of this job waits for the co-runners' blocks to free as many
+    block slots as its grid needs: a grid of a tenth of a wave starts once a tenth have retired, a
+    full wave waits for them all. ncu profiles only (None from GPM)."""
     blocking_wait_us: float | None = None
     """The wait a kernel of another process meets, on average, when it arrives while this job runs
     under MPS: the residual time of this job's kernel in flight, weighted by the share of the GPU
@@ -189,6 +195,7 @@ class JobProfile:
             f"  L2 hit rate           {f(self.l2_hit_rate_pct, ' %')}",
             f"  tensor activity       {f(self.tensor_util_pct, ' %')}",
             f"  SM fill               {f(self.sm_fill_pct, ' %')}",
+            f"  SM fill per launch    {f(self.launch_fill_pct, ' %')}",
             f"  MPS wait              {f(self.mps_wait_us, ' µs')}",
             f"  peak memory           {f(self.peak_memory_gib, ' GiB', 2)}",
         ]

@@ -218,12 +218,15 @@ def _raw_columns(path, *metrics):
 
 @pytest.mark.parametrize("path", [FULL_REPORT, MINIMAL_REPORT], ids=["full", "minimal"])
 def test_sm_fill_is_the_duration_weighted_share_of_sms_a_grid_fills(path):
-    """sm_fill_pct = Σ tᵢ·min(1, wavesᵢ) / Σ tᵢ (in %), checked against the raw CSV read with csv only."""
+    """sm_fill_pct = Σ tᵢ·min(1, wavesᵢ) / Σ tᵢ and launch_fill_pct = Σ min(1, wavesᵢ) / N (in %), checked against the raw CSV read with csv only."""
     (t, w), _ = _raw_columns(path, "gpu__time_duration.sum", "launch__waves_per_multiprocessor")
     expect = 100 * (t * np.minimum(1, w)).sum() / t.sum()
     p = profile_from_ncu(read_ncu_csv(path), name="x", iteration_ms=t.sum() / 1e6 * 1.1)
     assert p.sm_fill_pct == pytest.approx(expect, rel=1e-9)
     assert 0 < p.sm_fill_pct < 100 and (w < 1).any()  # some grids leave SMs free
+    # per launch, unweighted: short kernels of small grids count as much as long full ones
+    assert p.launch_fill_pct == pytest.approx(100 * np.minimum(1, w).mean(), rel=1e-9)
+    assert 0 < p.launch_fill_pct < 100 and p.launch_fill_pct != pytest.approx(p.sm_fill_pct, abs=1)
 
 
 @pytest.mark.parametrize("path", [FULL_REPORT, MINIMAL_REPORT], ids=["full", "minimal"])

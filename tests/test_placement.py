@@ -47,7 +47,7 @@ def test_pack_beats_random_and_one_job_per_gpu_on_measured_pairs(dataset, mode):
         packed = by.loc["colopred pack (pairs unseen in training)", "throughput"]
         rand = by.filter(like="random", axis=0)["throughput"].iloc[0]
         assert by.loc["one job per GPU", "throughput"] == len(jobs) // 2
-        assert by.loc["best (oracle)", "throughput"] >= packed and rand > len(jobs) // 2
+        assert by.loc["best (oracle)", "throughput"] >= packed - 1e-9 and rand > len(jobs) // 2  # sums in another order: ulps
         placed = [p.split("+") for p in g["colopred_placement"].iloc[0].split(" | ")]
         assert sorted(j for p in placed for j in p) == jobs and all(len(p) == 2 for p in placed)
         packed_total += packed

@@ -189,9 +189,11 @@ def test_non_model_files_are_refused(tmp_path):
     d = json.loads(man.read_text())
     for change, msg in (({"schema_version": 7}, "schema version 7"), ({"features": ["x"]}, "feature schema"),
                         ({"model_features": ["t_busy"]}, "feature schema"), ({"mode": "timeslice"}, "feature schema"),
-                        ({"contention_alpha": -1}, "contention_alpha"),
-                        ({"contention_alpha": "1"}, "contention_alpha"), ({"wait_beta": None}, "wait_beta"),
-                        ({"wait_beta": float("nan")}, "wait_beta"), ({"schema": "other"}, "not a colopred model"),
+                        ({"baseline_coefs": {**d["baseline_coefs"], "contention_load": -1}}, "contention_load must be non-negative"),
+                        ({"baseline_coefs": {**d["baseline_coefs"], "wait_small_grid": "1"}}, "wait_small_grid must be non-negative"),
+                        ({"baseline_coefs": {**d["baseline_coefs"], "wait_full_grid": float("nan")}}, "wait_full_grid must be"),
+                        ({"baseline_coefs": {"contention_load": 1.0}}, "must name contention_load, wait_full_grid"),
+                        ({"baseline_coefs": None}, "baseline_coefs must name"), ({"schema": "other"}, "not a colopred model"),
                         ({"contention_load": "symmetric"}, "contention_load 'symmetric' is not the mps mode's")):
         bad = tmp_path / "bad.json"
         bad.write_text(json.dumps({**d, **change}))
@@ -218,7 +220,7 @@ def test_gpm_profiles_leave_kernel_level_features_missing_not_zero(profiles):
     partners' features built on them are missing (NaN), every other feature is filled, and the
     shipped model still predicts (the baseline's wait term counts as 0 where it is missing)."""
     gpm = JobProfile.from_json(DATA / "profiles" / "nvml" / "vgg16-b32-fp32.json")
-    assert gpm.sm_fill_pct is None and gpm.mps_wait_us is None and "dram_pct" not in gpm.distributions
+    assert gpm.sm_fill_pct is None and gpm.mps_wait_us is None and gpm.launch_fill_pct is None and "dram_pct" not in gpm.distributions
     a, b = profiles["resnet18-b64-fp32"], profiles["lstm_lm-b64-fp32"]
     f = feature_frame([[a, gpm, b]]).set_index("job")
     for base, own in (("sm_fill", lambda p: p.sm_fill_pct), ("busy_mps_wait_us", lambda p: min(1, p.busy_fraction) * p.mps_wait_us),
@@ -227,8 +229,13 @@ def test_gpm_profiles_leave_kernel_level_features_missing_not_zero(profiles):
         assert np.isnan(f.loc["vgg16-b32-fp32", f"t_{base}"])
         assert f.loc["resnet18-b64-fp32", cols].isna().sum() == len(cols) - 1  # only its own value known
         assert f.loc["vgg16-b32-fp32", f"co_max_{base}"] == pytest.approx(max(own(a), own(b)))
-    others = [c for c in FEATURES if not c.endswith(("sm_fill", "busy_mps_wait_us", "dram_util_p25"))]
+    assert np.isnan(f.loc["vgg16-b32-fp32", "t_launch_fill"])
+    others = [c for c in FEATURES if not c.endswith(("sm_fill", "busy_mps_wait_us", "dram_util_p25", "launch_fill"))]
     assert np.isfinite(f[others].to_numpy()).all()
+    from colopred.modeling.features import baseline_terms  # missing wait: 0, missing per-launch fill: 1
+
+    T = pd.DataFrame(baseline_terms(f[list(FEATURES)].to_numpy(), "mps_share"), index=f.index)
+    assert np.isfinite(T.to_numpy()).all() and (T.loc["resnet18-b64-fp32", [1, 2]] == 0).all()
     pred = Predictor.default("mps").predict([a, gpm, b])
     assert len(pred.slowdown) == 3 and all(np.isfinite(s) and s > 0 for s in pred.slowdown)
 
@@ -282,9 +289,9 @@ def test_an_ncu_profile_without_mps_wait_warns_under_mps_only(profiles):
 
 
 def test_wait_load_is_launches_times_co_runners_mps_wait(profiles):
-    """W_j = K_j / t_j · Σ_{k≠j} busy_k · w_k (t_j in µs); the baseline adds β·W to 1 + α·L, and
-    (α, β) are the non-negative least-squares fit."""
-    from colopred.modeling.features import contention_load, wait_load
+    """W_j = K_j / t_j · Σ_{k≠j} busy_k · w_k (t_j in µs); the baseline's terms are L, W·φ_j and
+    W·(1 − φ_j) (φ_j the per-launch SM fill), their coefficients the non-negative least-squares fit."""
+    from colopred.modeling.features import baseline_terms, contention_load, wait_load
 
     jobs = [profiles["lstm_lm-b16-fp32"], profiles["vgg16-b256-fp32"], profiles["resnet18-b64-fp32"]]
     f = feature_frame([jobs]).set_index("job")
@@ -295,11 +302,15 @@ def test_wait_load_is_launches_times_co_runners_mps_wait(profiles):
         expect = j.kernels_per_iteration / (1e3 * j.iteration_ms) * sum(min(1, k.busy_fraction) * k.mps_wait_us for k in others)
         assert W[j.name] == pytest.approx(expect, rel=1e-9)
     assert W["lstm_lm-b16-fp32"] > 10 * W["vgg16-b256-fp32"]  # many short kernels beside long SM-filling ones
-    L = contention_load(X)
+    T = baseline_terms(X)
+    assert T[:, 0] == pytest.approx(contention_load(X))
+    for i, j in enumerate(f.index):  # the wait split by the target's per-launch SM fill
+        phi = profiles[j].launch_fill_pct / 100
+        assert 0 < phi < 1 and T[i, 1:] == pytest.approx([W[j] * phi, W[j] * (1 - phi)], rel=1e-9)
     m = SlowdownModel()
-    assert m.fit_coefs(L, W.to_numpy(), 1 + 0.3 * L + 0.7 * W.to_numpy()) == pytest.approx((0.3, 0.7))
-    alpha, beta = m.fit_coefs(L, W.to_numpy(), 1 + 0.3 * L - 0.7 * W.to_numpy())  # a negative term is dropped
-    assert beta == 0 and alpha >= 0
+    assert m.fit_coefs(T, 1 + T @ [0.3, 0.7, 0.2]) == pytest.approx([0.3, 0.7, 0.2])
+    coefs = m.fit_coefs(T, 1 + T @ [0.3, -0.7, 0.0])  # a negative term is dropped
+    assert coefs[1] == 0 and (coefs >= 0).all()
 
 
 

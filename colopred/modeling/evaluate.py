@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .dataset import Dataset
-from .features import FEATURES, contention_load, load_kind, wait_load
+from .features import FEATURES, baseline_terms, load_kind
 from .predictor import SlowdownModel
 
 # ------------------------------------------------------------------ baselines
@@ -65,18 +65,19 @@ class LinearBaseline:
 
 
 class ContentionBaseline:
-    """The model's own baseline alone: s = 1 + α · L + β · W, α and β fitted by least squares (no trees);
+    """The model's own baseline alone: s = 1 + α · L + β_full · W · φ + β_small · W · (1 − φ)
+    (``features.baseline_terms``), coefficients fitted by non-negative least squares (no trees);
     L of the mode's kind (``features.load_kind``)."""
 
     def __init__(self, load: str = "symmetric"):
         self.load = load
 
     def fit(self, X, s):
-        self.alpha, self.beta = SlowdownModel.fit_coefs(contention_load(X, self.load), wait_load(X), np.asarray(s, float))
+        self.coefs = SlowdownModel.fit_coefs(baseline_terms(X, self.load), np.asarray(s, float))
         return self
 
     def predict(self, X):
-        return SlowdownModel._base(self.alpha, self.beta, contention_load(X, self.load), wait_load(X))
+        return SlowdownModel._base(self.coefs, baseline_terms(X, self.load))
 
 
 FIXED_BASELINES: dict[str, Callable[[pd.DataFrame], np.ndarray]] = {
@@ -193,7 +194,7 @@ def evaluate_mode(df: pd.DataFrame, params: dict | None = None) -> tuple[pd.Data
         for _, tr, te in splits(df, kind):
             m = SlowdownModel.for_mode(mode, params).fit(X[tr], s[tr], groups=df["arch"].to_numpy()[tr])
             for name, p in (("colopred (XGBoost)", m.predict(X[te])), ("linear (ridge)", LinearBaseline().fit(X[tr], s[tr]).predict(X[te])),
-                            ("contention baseline (fitted α)", ContentionBaseline(load_kind(mode)).fit(X[tr], s[tr]).predict(X[te]))):
+                            ("contention baseline (fitted)", ContentionBaseline(load_kind(mode)).fit(X[tr], s[tr]).predict(X[te]))):
                 pred_all.setdefault(name, np.full(len(df), np.nan))[te] = p
             iv_all[te] = m.predict_interval(X[te])
             covered[te] = True

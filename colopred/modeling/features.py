@@ -16,7 +16,7 @@ from ..profile import JobProfile
 
 # Per-job base features, computed from a JobProfile.
 BASE = ("busy", "dram_util", "dram_demand", "occupancy", "occ_demand", "log_iter_ms", "log_kernels", "mean_kernel_us", "mem_gib",
-        "sm_fill", "busy_mps_wait_us", "dram_util_p25")
+        "sm_fill", "busy_mps_wait_us", "dram_util_p25", "launch_fill")
 # Co-runners' kernel granularity (mean kernel time, kernel count) and how many SMs their grids
 # fill matter under MPS, where a job of many short kernels waits behind a co-runner's long ones
 # that leave no SM free. sm_fill is missing (NaN) for GPM profiles; so are the co-runner
@@ -27,6 +27,8 @@ BASE = ("busy", "dram_util", "dram_demand", "occupancy", "occ_demand", "log_iter
 # lies (JobProfile.distributions["dram_pct"]["p25"]; missing where a profile lacks the kernel
 # distribution): a co-runner that contends for bandwidth through nearly all its kernel time
 # has a high one, one that spends long stretches in compute-bound kernels a low one.
+# launch_fill (JobProfile.launch_fill_pct / 100; missing for GPM) enters the baseline's wait terms
+# only (baseline_terms), never the trees.
 CO_AGG = ("busy", "dram_demand", "occ_demand", "dram_util", "mem_gib", "mean_kernel_us", "log_kernels", "sm_fill", "busy_mps_wait_us",
           "dram_util_p25")
 AGGS = ("sum", "max", "min", "mean")
@@ -46,7 +48,8 @@ FEATURES = tuple(
 # The co-runners' dram_util_p25 enters the trees under MPS only (leave-architecture-out MAPE
 # 7.71% -> 7.44% there, mean of 3 seeds; no change under time-slicing, so it stays out).
 MPS_ONLY = ("busy_mps_wait_us", "dram_util_p25")
-MODEL_FEATURES = tuple(f for f in FEATURES if not f.startswith("co_sum_") and f not in ("n_jobs", "mps_share_load")
+BASELINE_ONLY = ("t_launch_fill",)
+MODEL_FEATURES = tuple(f for f in FEATURES if not f.startswith("co_sum_") and f not in ("n_jobs", "mps_share_load", *BASELINE_ONLY)
                        and not f.endswith(MPS_ONLY))
 MPS_TREE_FEATURES = tuple(f for f in FEATURES if f.endswith(MPS_ONLY) and not f.startswith("co_sum_") and f != "t_dram_util_p25")
 # Physics says the slowdown does not fall as co-runners demand more bandwidth or SMs, or hold
@@ -96,6 +99,23 @@ def wait_load(X: np.ndarray) -> np.ndarray:
     return kernels / iter_us * X[:, FEATURES.index("co_sum_busy_mps_wait_us")]
 
 
+# The contention baseline's terms, each with its own non-negative coefficient (SlowdownModel).
+BASELINE_TERMS = ("contention_load", "wait_full_grid", "wait_small_grid")
+
+
+def baseline_terms(X: np.ndarray, kind: str = "symmetric") -> np.ndarray:
+    """The baseline's terms of each FEATURES row (columns BASELINE_TERMS): the contention load L
+    (:func:`contention_load` of ``kind``) and the wait load W (:func:`wait_load`) split by the
+    target's per-launch SM fill φ_j = JobProfile.launch_fill_pct / 100 into W·φ_j and W·(1 − φ_j):
+    a launch that asks for a fraction of the GPU's block slots starts once that fraction of the
+    co-runners' blocks has retired, so its wait need not be a full one; the two coefficients say
+    how much. A missing W counts as 0, a missing φ as 1 (every launch a full grid)."""
+    X = np.asarray(X, dtype=np.float64)
+    wait = np.nan_to_num(wait_load(X))
+    phi = np.nan_to_num(X[:, FEATURES.index("t_launch_fill")], nan=1.0)
+    return np.column_stack([contention_load(X, kind), wait * phi, wait * (1.0 - phi)])
+
+
 def base_vector(p: JobProfile) -> np.ndarray:
     busy = min(p.busy_fraction, 1.0)
     kernels = p.kernels_per_iteration if p.kernels_per_iteration is not None else 0.0
@@ -115,6 +135,7 @@ def base_vector(p: JobProfile) -> np.ndarray:
             p.sm_fill_pct if p.sm_fill_pct is not None else np.nan,
             busy * p.mps_wait_us if p.mps_wait_us is not None else np.nan,
             p.distributions.get("dram_pct", {}).get("p25", np.nan),
+            p.launch_fill_pct / 100.0 if p.launch_fill_pct is not None else np.nan,
         ],
         dtype=np.float64,
     )

@@ -3,15 +3,16 @@
 One model per sharing mode predicts the slowdown of each job in a set as a contention
 baseline times a learned correction:
 
-  s = (1 + α · L + β · W) · exp(f(x))
+  s = (1 + α · L + β_full · W · φ_j + β_small · W · (1 − φ_j)) · exp(f(x))
   L = Σ_{k≠j} busy_k · min(1, busy_j)              (contention_load: co-runners' share of GPU time;
                                                      under MPS each term weighted by who holds the SMs longer
                                                      and by the share of SMs the co-runner's grids fill)
   W = K_j / t_j · Σ_{k≠j} busy_k · w_k             (wait_load: MPS, one wait per kernel launch)
+  φ_j = JobProfile.launch_fill_pct / 100            (the target's mean share of the GPU per launch)
 
-(w_k = JobProfile.mps_wait_us; W counts as 0 for profiles without kernel data, GPM.)
-α, β ≥ 0 are fitted per mode by least squares; f is XGBoost on set-size-free features (the target's
-profile and the mean/max/min of its co-runners'), monotone in co-runner demand. The
+(w_k = JobProfile.mps_wait_us; W counts as 0 and φ as 1 for profiles without kernel data, GPM;
+features.baseline_terms.) α, β_full, β_small ≥ 0 are fitted per mode by least squares; f is
+XGBoost on set-size-free features (the target's profile and the mean/max/min of its co-runners'), monotone in co-runner demand. The
 baseline carries the set size, so sets larger than any in training stay in the trees'
 range. A second XGBoost model gives the 5th/95th percentile of f (``reg:quantileerror``)
 for the interval. δ and throughput are derived from the
@@ -40,11 +41,11 @@ import pandas as pd
 from ..errors import InputError, SchemaError
 from ..harness.campaign import CONTEXT_OVERHEAD_GIB
 from ..profile import JobProfile
-from .features import (FEATURES, LOAD_KINDS, MONOTONE_INCREASING, contention_load, feature_matrix, load_kind, model_features,
-                       profile_matrix, wait_load)
+from .features import (BASELINE_TERMS, FEATURES, LOAD_KINDS, MONOTONE_INCREASING, baseline_terms, feature_matrix, load_kind,
+                       model_features, profile_matrix)
 
 MANIFEST_SCHEMA = "colopred.model"
-MANIFEST_VERSION = 5  # 3: the baseline's wait term (wait_beta); 4: the wait is JobProfile.mps_wait_us, load kind per mode;
+MANIFEST_VERSION = 6  # 6: the wait split by the target's per-launch SM fill (baseline_coefs); 3: the baseline's wait term (wait_beta); 4: the wait is JobProfile.mps_wait_us, load kind per mode;
 # 5: dram_util_p25 feature, MPS share load weighted by the co-runners' SM fill
 INTERVAL_QUANTILES = (0.05, 0.95)
 INTERVAL_COVERAGE = 0.90
@@ -90,8 +91,7 @@ class SlowdownModel:
         self._cols = np.array([FEATURES.index(f) for f in self.features])
         self.point = None
         self.interval = None
-        self.contention_alpha = 0.0
-        self.wait_beta = 0.0
+        self.baseline_coefs = np.zeros(len(BASELINE_TERMS))
         self.conformal_log_width = 0.0
 
     @classmethod
@@ -109,30 +109,30 @@ class SlowdownModel:
         return m.fit(Xm, r)
 
     @staticmethod
-    def fit_coefs(load: np.ndarray, wait: np.ndarray, slowdown: np.ndarray) -> tuple[float, float]:
-        """Least-squares (α, β) ≥ 0 of s − 1 = α · L + β · W (W missing counts as 0)."""
+    def fit_coefs(terms: np.ndarray, slowdown: np.ndarray) -> np.ndarray:
+        """Least-squares coefficients c ≥ 0 of s − 1 = terms · c (``terms``: rows x BASELINE_TERMS)."""
         from scipy.optimize import nnls  # scipy comes with scikit-learn
 
-        (alpha, beta), _ = nnls(np.column_stack([load, np.nan_to_num(wait)]), np.asarray(slowdown, float) - 1.0)
-        return float(alpha), float(beta)
+        coefs, _ = nnls(np.asarray(terms, float), np.asarray(slowdown, float) - 1.0)
+        return coefs
 
     @staticmethod
-    def _base(alpha: float, beta: float, load: np.ndarray, wait: np.ndarray) -> np.ndarray:
-        return 1.0 + alpha * load + beta * np.nan_to_num(wait)
+    def _base(coefs: np.ndarray, terms: np.ndarray) -> np.ndarray:
+        return 1.0 + terms @ coefs
 
     def baseline(self, X: np.ndarray) -> np.ndarray:
-        """The contention baseline 1 + α · L + β · W of each row."""
-        return self._base(self.contention_alpha, self.wait_beta, contention_load(X, self.load), wait_load(X))
+        """The contention baseline 1 + α · L + β_full · W · φ + β_small · W · (1 − φ) of each row."""
+        return self._base(self.baseline_coefs, baseline_terms(X, self.load))
 
-    def _fit_parts(self, Xm: np.ndarray, load: np.ndarray, wait: np.ndarray, s: np.ndarray):
-        """α, β and the point model on r = log(s) − log(1 + α L + β W); returns (α, β, r, model)."""
-        alpha, beta = self.fit_coefs(load, wait, s)
-        r = np.log(s) - np.log(self._base(alpha, beta, load, wait))
-        return alpha, beta, r, self._fit_point(Xm, r)
+    def _fit_parts(self, Xm: np.ndarray, terms: np.ndarray, s: np.ndarray):
+        """The baseline's coefficients and the point model on r = log(s) − log(baseline); returns (coefs, r, model)."""
+        coefs = self.fit_coefs(terms, s)
+        r = np.log(s) - np.log(self._base(coefs, terms))
+        return coefs, r, self._fit_point(Xm, r)
 
     def fit(self, X: np.ndarray, slowdown: np.ndarray, groups: np.ndarray | None = None, calibrate: bool = True,
             interval: bool = True) -> "SlowdownModel":
-        """Fit α and β, then f on r = log(s) − log(1 + α L + β W). With ``groups`` (one label per row:
+        """Fit the baseline's coefficients, then f on r = log(s) − log(baseline). With ``groups`` (one label per row:
         its set, or its architectures for intervals that must hold on unseen jobs), the
         interval is also calibrated by split-conformal prediction: an inner 3-fold CV over
         groups gives out-of-fold log residuals, and the interval is widened to at least
@@ -142,9 +142,9 @@ class SlowdownModel:
 
         X = np.asarray(X, dtype=np.float64)
         s = np.asarray(slowdown, float)
-        load, wait = contention_load(X, self.load), wait_load(X)
+        terms = baseline_terms(X, self.load)
         Xm = X[:, self._cols]
-        self.contention_alpha, self.wait_beta, r, self.point = self._fit_parts(Xm, load, wait, s)
+        self.baseline_coefs, r, self.point = self._fit_parts(Xm, terms, s)
         if not interval:
             self.interval = None
             return self
@@ -161,8 +161,8 @@ class SlowdownModel:
                 resid = np.empty(len(r))
                 for k in range(3):
                     te = folds == k
-                    a, b, _, m = self._fit_parts(Xm[~te], load[~te], wait[~te], s[~te])
-                    resid[te] = np.log(s[te]) - np.log(self._base(a, b, load[te], wait[te])) - m.get_booster().inplace_predict(Xm[te])
+                    c, _, m = self._fit_parts(Xm[~te], terms[~te], s[~te])
+                    resid[te] = np.log(s[te]) - np.log(self._base(c, terms[te])) - m.get_booster().inplace_predict(Xm[te])
                 n = len(resid)
                 q = min(1.0, np.ceil((n + 1) * INTERVAL_COVERAGE) / n)
                 self.conformal_log_width = float(np.quantile(np.abs(resid), q))
@@ -283,16 +283,15 @@ class Predictor:
         if man.get("contention_load") != load_kind(man.get("mode")):
             raise SchemaError(path, f"manifest's contention_load {man.get('contention_load')!r} is not the {man.get('mode')} mode's "
                                     f"({load_kind(man.get('mode'))!r})")
-        alpha = man.get("contention_alpha")
-        if not isinstance(alpha, (int, float)) or not np.isfinite(alpha) or alpha < 0:
-            raise SchemaError(path, "manifest has no valid contention_alpha")
+        coefs = man.get("baseline_coefs")
+        if not isinstance(coefs, dict) or set(coefs) != set(BASELINE_TERMS):
+            raise SchemaError(path, f"manifest's baseline_coefs must name {', '.join(BASELINE_TERMS)}")
+        bad = [k for k, v in coefs.items() if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v) or v < 0]
+        if bad:
+            raise SchemaError(path, f"manifest's baseline_coefs {', '.join(sorted(bad))} must be non-negative numbers")
         model = SlowdownModel(man.get("params"), man.get("monotone", True), features=man["model_features"], load=man["contention_load"])
         model.conformal_log_width = float(man.get("conformal_log_width", 0.0))
-        model.contention_alpha = float(alpha)
-        beta = man.get("wait_beta")
-        if not isinstance(beta, (int, float)) or not np.isfinite(beta) or beta < 0:
-            raise SchemaError(path, "manifest has no valid wait_beta")
-        model.wait_beta = float(beta)
+        model.baseline_coefs = np.array([float(coefs[k]) for k in BASELINE_TERMS])
         for part in ("point", "interval"):
             entry = man.get("files", {}).get(part)
             if not entry:
@@ -322,9 +321,10 @@ class Predictor:
         man = {"schema": MANIFEST_SCHEMA, "schema_version": MANIFEST_VERSION, "mode": self.mode,
                "features": list(FEATURES), "model_features": list(self.model.features),
                "monotone_increasing": list(MONOTONE_INCREASING), "params": self.model.params,
-               "monotone": self.model.monotone, "contention_alpha": self.model.contention_alpha,
-               "wait_beta": self.model.wait_beta, "contention_load": self.model.load,
-               "target": "log(slowdown) - log(1 + contention_alpha * contention_load + wait_beta * wait_load)",
+               "monotone": self.model.monotone,
+               "baseline_coefs": {k: float(v) for k, v in zip(BASELINE_TERMS, self.model.baseline_coefs)},
+               "contention_load": self.model.load,
+               "target": "log(slowdown) - log(1 + " + " + ".join(f"baseline_coefs[{k}] * {k}" for k in BASELINE_TERMS) + ")",
                "interval_quantiles": list(INTERVAL_QUANTILES), "interval_coverage": INTERVAL_COVERAGE,
                "conformal_log_width": self.model.conformal_log_width, "files": files, **self.manifest, **manifest_extra}
         man_path = path if path.name.endswith(".json") else path.with_suffix(".json")

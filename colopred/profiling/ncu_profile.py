@@ -108,6 +108,9 @@ def kernel_metrics(kernels: pd.DataFrame) -> dict[str, Any]:
     if "waves_per_sm" in kernels:  # JobProfile.sm_fill_pct: Σ tᵢ·min(1, wavesᵢ) / Σ tᵢ, in %
         fill = weighted_mean(100.0 * np.minimum(1.0, kernels["waves_per_sm"].to_numpy(dtype=float)), t)
         out["sm_fill_pct"] = None if np.isnan(fill) else fill
+        launch = np.minimum(1.0, kernels["waves_per_sm"].to_numpy(dtype=float))  # JobProfile.launch_fill_pct
+        launch = launch[np.isfinite(launch)]
+        out["launch_fill_pct"] = float(100.0 * launch.mean()) if len(launch) else None
         if "occupancy_pct" in kernels and t.sum() > 0:  # JobProfile.blocking_wait_us
             held = np.minimum(1.0, kernels["waves_per_sm"].to_numpy(dtype=float)) * kernels["occupancy_pct"].to_numpy(dtype=float) / 100.0
             ok = np.isfinite(held)
@@ -176,6 +179,7 @@ def profile_from_ncu(
         sm_throughput_pct=km.get("sm_throughput_pct"),
         theoretical_occupancy_pct=km.get("theoretical_occupancy_pct"),
         sm_fill_pct=km.get("sm_fill_pct"),
+        launch_fill_pct=km.get("launch_fill_pct"),
         blocking_wait_us=km.get("blocking_wait_us"),
         mps_wait_us=km.get("mps_wait_us"),
         l2_hit_rate_pct=km.get("l2_hit_rate_pct"),
