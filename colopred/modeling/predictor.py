@@ -45,8 +45,9 @@ from .features import (BASELINE_TERMS, FEATURES, LOAD_KINDS, MONOTONE_INCREASING
                        model_features, profile_matrix)
 
 MANIFEST_SCHEMA = "colopred.model"
-MANIFEST_VERSION = 6  # 6: the wait split by the target's per-launch SM fill (baseline_coefs); 3: the baseline's wait term (wait_beta); 4: the wait is JobProfile.mps_wait_us, load kind per mode;
-# 5: dram_util_p25 feature, MPS share load weighted by the co-runners' SM fill
+MANIFEST_VERSION = 6  # 3: the baseline's wait term (wait_beta); 4: the wait is JobProfile.mps_wait_us, load kind per mode;
+# 5: dram_util_p25 feature, MPS share load weighted by the co-runners' SM fill; 6: the wait split by the target's
+# per-launch SM fill (baseline_coefs replace contention_alpha and wait_beta)
 INTERVAL_QUANTILES = (0.05, 0.95)
 INTERVAL_COVERAGE = 0.90
 DEFAULT_PARAMS = {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
