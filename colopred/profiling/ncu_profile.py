@@ -105,19 +105,20 @@ def kernel_metrics(kernels: pd.DataFrame) -> dict[str, Any]:
             if d:
                 dists[col] = d
     out["distributions"] = dists
-    if "waves_per_sm" in kernels:  # JobProfile.sm_fill_pct: Σ tᵢ·min(1, wavesᵢ) / Σ tᵢ, in %
-        fill = weighted_mean(100.0 * np.minimum(1.0, kernels["waves_per_sm"].to_numpy(dtype=float)), t)
+    if "waves_per_sm" in kernels:
+        waves = kernels["waves_per_sm"].to_numpy(dtype=float)
+        filled = np.minimum(1.0, waves)  # share of the GPU's block slots each grid asks for
+        fill = weighted_mean(100.0 * filled, t)  # JobProfile.sm_fill_pct: Σ tᵢ·min(1, wavesᵢ) / Σ tᵢ, in %
         out["sm_fill_pct"] = None if np.isnan(fill) else fill
-        launch = np.minimum(1.0, kernels["waves_per_sm"].to_numpy(dtype=float))  # JobProfile.launch_fill_pct
-        launch = launch[np.isfinite(launch)]
+        launch = filled[np.isfinite(filled)]  # JobProfile.launch_fill_pct: Σ min(1, wavesᵢ) / N, in %
         out["launch_fill_pct"] = float(100.0 * launch.mean()) if len(launch) else None
         if "occupancy_pct" in kernels and t.sum() > 0:  # JobProfile.blocking_wait_us
-            held = np.minimum(1.0, kernels["waves_per_sm"].to_numpy(dtype=float)) * kernels["occupancy_pct"].to_numpy(dtype=float) / 100.0
+            occupancy = kernels["occupancy_pct"].to_numpy(dtype=float)
+            held = filled * occupancy / 100.0
             ok = np.isfinite(held)
             wait = float(np.sum(t[ok] ** 2 * held[ok]) / (2.0 * t.sum()) / 1e3) if ok.any() else float("nan")
             out["blocking_wait_us"] = None if not np.isfinite(wait) else wait
-            out["mps_wait_us"] = mps_wait_us(t, kernels["waves_per_sm"].to_numpy(dtype=float),
-                                             kernels["occupancy_pct"].to_numpy(dtype=float))
+            out["mps_wait_us"] = mps_wait_us(t, waves, occupancy)
     out["kernel_count"] = int(len(kernels))
     out["kernel_ms_total"] = float(t.sum() / 1e6)
     out["mean_kernel_us"] = float(t.mean() / 1e3) if len(t) else 0.0
