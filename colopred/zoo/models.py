@@ -379,3 +379,63 @@ class WideAndDeep(nn.Module):
         emb = [t(sparse[:, i, :]) for i, t in enumerate(self.tables)]
         wide = self.wide_dense(dense) + sum(t(sparse[:, i, :]) for i, t in enumerate(self.wide))
         return (wide + self.deep(torch.cat([dense, *emb], 1))).squeeze(1)
+
+
+# --------------------------------------------------------------------------- dense prediction
+def _double_conv(cin, cout):
+    return nn.Sequential(_conv_bn(cin, cout), _conv_bn(cout, cout))
+
+
+class UNet(nn.Module):
+    """U-Net (Ronneberger et al., 2015) for semantic segmentation, with batch norm and padded
+    convolutions: an encoder of double 3x3 convolutions and 2x2 max pools, a decoder of 2x2
+    transposed convolutions concatenated with the encoder's maps at the same scale, and a 1x1
+    convolution to per-pixel class scores (output N x classes x H x W)."""
+
+    def __init__(self, classes=21, widths=(64, 128, 256, 512, 1024), in_ch=3):
+        super().__init__()
+        self.down = nn.ModuleList([_double_conv(a, b) for a, b in zip((in_ch, *widths[:-2]), widths[:-1])])
+        self.bottom = _double_conv(widths[-2], widths[-1])
+        self.upconv = nn.ModuleList([nn.ConvTranspose2d(b, a, 2, 2) for a, b in zip(widths[-2::-1], widths[:0:-1])])
+        self.up = nn.ModuleList([_double_conv(2 * a, a) for a in widths[-2::-1]])
+        self.head = nn.Conv2d(widths[0], classes, 1)
+        self.classes = classes
+
+    def forward(self, x):
+        skips = []
+        for block in self.down:
+            x = block(x)
+            skips.append(x)
+            x = F.max_pool2d(x, 2)
+        x = self.bottom(x)
+        for upconv, block, skip in zip(self.upconv, self.up, reversed(skips)):
+            x = block(torch.cat([upconv(x), skip], 1))
+        return self.head(x)
+
+
+# --------------------------------------------------------------------------- graph networks
+class GIN(nn.Module):
+    """Graph Isomorphism Network (Xu et al., 2019) for graph classification, as in the OGB
+    molecule baselines: node features projected to ``hidden``, ``layers`` rounds of
+    h ← MLP((1 + ε) · h + Σ_{neighbours} h) with batch norm, sum aggregation by ``index_add_``
+    over a directed edge list, mean pooling per graph, one logit per graph."""
+
+    def __init__(self, node_features=64, hidden=300, layers=5):
+        super().__init__()
+        self.inp = nn.Linear(node_features, hidden)
+        self.eps = nn.Parameter(torch.zeros(layers))
+        self.mlps = nn.ModuleList([nn.Sequential(nn.Linear(hidden, 2 * hidden), nn.BatchNorm1d(2 * hidden), nn.ReLU(),
+                                                 nn.Linear(2 * hidden, hidden)) for _ in range(layers)])
+        self.norms = nn.ModuleList([nn.BatchNorm1d(hidden) for _ in range(layers)])
+        self.head = nn.Linear(hidden, 1)
+        self.node_features = node_features
+
+    def forward(self, x, edges, graph_of, n_graphs: int):
+        h = self.inp(x)
+        src, dst = edges
+        for i, (mlp, norm) in enumerate(zip(self.mlps, self.norms)):
+            agg = torch.zeros_like(h).index_add_(0, dst, h[src])
+            h = F.relu(norm(mlp((1 + self.eps[i]) * h + agg)))
+        pooled = torch.zeros(n_graphs, h.shape[1], dtype=h.dtype, device=h.device).index_add_(0, graph_of, h)
+        counts = torch.bincount(graph_of, minlength=n_graphs).clamp_(min=1).unsqueeze(1)
+        return self.head(pooled / counts).squeeze(1)

@@ -18,9 +18,9 @@ RESERVED_PATTERN = re.compile(r"densenet|vit|bert|mobilenet_?v3|efficientnet", r
 @dataclass(frozen=True)
 class Arch:
     name: str
-    family: str  # cnn | transformer | recsys | rnn
+    family: str  # cnn | transformer | recsys | rnn | segmentation | gnn
     default_optimizer: str
-    input_kind: str  # image | tokens | seq2seq | recsys
+    input_kind: str  # image | tokens | seq2seq | recsys | segmentation | graph
     build: Callable[[bool], Any]  # tiny -> nn.Module
     note: str = ""
 
@@ -47,6 +47,8 @@ def _archs() -> dict[str, Arch]:
         Arch("lstm_lm", "rnn", "sgd", "tokens", tiny_or(lambda: m.LSTMLanguageModel(), lambda: m.LSTMLanguageModel(vocab=128, d=32))),
         Arch("dlrm", "recsys", "adagrad", "recsys", tiny_or(lambda: m.DLRM(), lambda: m.DLRM(tables=4, rows=100, d=8, bottom=(16,), top=(16,)))),
         Arch("wide_deep", "recsys", "adagrad", "recsys", tiny_or(lambda: m.WideAndDeep(), lambda: m.WideAndDeep(tables=4, rows=100, d=8, deep=(16,)))),
+        Arch("unet", "segmentation", "adamw", "segmentation", tiny_or(lambda: m.UNet(), lambda: m.UNet(classes=4, widths=(8, 16, 32, 64)))),
+        Arch("gin", "gnn", "adamw", "graph", tiny_or(lambda: m.GIN(), lambda: m.GIN(node_features=8, hidden=16, layers=2))),
     ]
     return {a.name: a for a in archs}
 
@@ -66,11 +68,11 @@ def architectures() -> dict[str, Arch]:
 ARCH_NAMES = (
     "resnet18", "resnet50", "se_resnet50", "vgg16", "vgg11", "alexnet", "regnetx_400mf", "convnext_tiny",
     "mobilenet_v2", "shufflenet_v2", "gpt2_small", "transformer_seq2seq", "lstm_lm", "dlrm",
-    "wide_deep",
+    "wide_deep", "unet", "gin",
 )
 ARCH_FAMILY = {
     "gpt2_small": "transformer", "transformer_seq2seq": "transformer", "lstm_lm": "rnn", "dlrm": "recsys",
-    "wide_deep": "recsys",
+    "wide_deep": "recsys", "unet": "segmentation", "gin": "gnn",
 }
 SEQ_LEN = {"gpt2_small": 256, "transformer_seq2seq": 128, "lstm_lm": 35}
 PRECISIONS = ("fp32", "bf16")
@@ -78,9 +80,10 @@ OPTIMIZERS = ("sgd", "adamw", "adagrad")
 
 
 def default_optimizer(arch: str) -> str:
-    """AdamW for transformers and ConvNeXt, Adagrad for the recommender, SGD with momentum otherwise."""
+    """AdamW for transformers, ConvNeXt, U-Net and graph networks, Adagrad for the recommenders, SGD with momentum otherwise."""
     family = ARCH_FAMILY.get(arch, "cnn")
-    return {"transformer": "adamw", "recsys": "adagrad"}.get(family, "adamw" if arch == "convnext_tiny" else "sgd")
+    return {"transformer": "adamw", "recsys": "adagrad", "segmentation": "adamw", "gnn": "adamw"}.get(
+        family, "adamw" if arch == "convnext_tiny" else "sgd")
 
 
 _NAME = re.compile(r"^(?P<arch>[a-z0-9_]+)-b(?P<batch>\d+)-(?P<prec>fp32|bf16)(?:-(?P<opt>sgd|adamw|adagrad))?(?P<loader>-loader)?$")

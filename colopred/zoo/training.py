@@ -13,6 +13,28 @@ from .registry import SEQ_LEN, JobSpec, architectures
 
 IMAGE_SIZE = 224
 TINY_IMAGE_SIZE = 64
+# Graph jobs (gin): molecule-sized graphs as in OGB's molhiv (about 26 atoms and 28 bonds each):
+# a chain of NODES_PER_GRAPH nodes plus CHORDS_PER_GRAPH random extra bonds, both directions.
+NODES_PER_GRAPH = 26
+CHORDS_PER_GRAPH = 3
+
+
+def molecule_batch(n_graphs: int, features: int, device, generator: torch.Generator | None = None):
+    """A batch of ``n_graphs`` synthetic molecule-like graphs: node features (N x ``features``),
+    directed edges (2 x E, each bond both ways) and each node's graph index (N)."""
+    n, c = NODES_PER_GRAPH, CHORDS_PER_GRAPH
+    base = torch.arange(n_graphs).repeat_interleave(n) * n  # first node of each node's graph
+    local = torch.arange(n).repeat(n_graphs)
+    chain = torch.stack([base + local, base + local + 1])[:, local < n - 1]
+    offs = torch.arange(n_graphs).repeat_interleave(c) * n
+    a = torch.randint(0, n, (n_graphs * c,), generator=generator)
+    b = (a + torch.randint(2, n - 1, (n_graphs * c,), generator=generator)) % n
+    bonds = torch.cat([chain, torch.stack([offs + a, offs + b])], 1)
+    edges = torch.cat([bonds, bonds.flip(0)], 1)
+    x = torch.randn(n_graphs * n, features, generator=generator)
+    graph_of = torch.arange(n_graphs).repeat_interleave(n)
+    return x.to(device), edges.to(device), graph_of.to(device)
+
 
 
 @dataclass
@@ -165,6 +187,17 @@ def build(spec: JobSpec, device: str | torch.device = "cuda", *, tiny: bool = Fa
         sparse = torch.randint(0, rows, (b, n_tables, 1), device=device)
         y = torch.randint(0, 2, (b,), device=device).float()
         next_batch = lambda: ((dense, sparse), y)  # noqa: E731
+        loss = lambda out, t: F.binary_cross_entropy_with_logits(out.float(), t)  # noqa: E731
+    elif arch.input_kind == "segmentation":
+        size = TINY_IMAGE_SIZE if tiny else IMAGE_SIZE
+        x = torch.randn(b, 3, size, size, device=device)
+        y = torch.randint(0, model.classes, (b, size, size), device=device)
+        next_batch = lambda: ((x,), y)  # noqa: E731
+        loss = lambda out, t: F.cross_entropy(out.float(), t)  # noqa: E731
+    elif arch.input_kind == "graph":
+        x, edges, graph_of = molecule_batch(b, model.node_features, device, torch.Generator().manual_seed(0))
+        y = torch.randint(0, 2, (b,), device=device).float()
+        next_batch = lambda: ((x, edges, graph_of, b), y)  # noqa: E731
         loss = lambda out, t: F.binary_cross_entropy_with_logits(out.float(), t)  # noqa: E731
     else:  # pragma: no cover - registry guards this
         raise ValueError(arch.input_kind)
