@@ -7,6 +7,8 @@ Steps (``--steps``, comma separated, run in this order):
   gpm       `colopred profile nvml` for every job in --jobs (+ --extra-gpm jobs)
   ncucost   ncu cost of replay modes and metric sets on --cost-job, and whether features change
   ncu       `colopred profile run` for the jobs in --jobs, cheapest faithful variant, while time lasts
+  timeline  `python -m colopred.profiling.timeline` for every job in --jobs (solo host/GPU timeline,
+            torch.profiler), one process each; --keep-trace-jobs also keep torch's raw trace
   parkcheck solo windows of --parkcheck-jobs with idle workers parked and resident, alternating
             (ABBA over --parkcheck-rounds), on one machine -> parkcheck.csv (reader.park_effect)
   measure   `colopred measure` campaigns (--campaigns DIR=SETS,... or --campaign-dir), each resumed if it
@@ -135,6 +137,21 @@ def _ncu_profile(work: Path, job: str, replay: str, metric_set: str, tag: str, t
     return r
 
 
+def step_timeline(work: Path, a) -> None:
+    tdir = work / "timeline"
+    tdir.mkdir(exist_ok=True)
+    for job in a.jobs:
+        if (tdir / f"{job}.timeline.json").exists():
+            continue
+        if elapsed() > a.budget_s - 40:
+            log("timeline: out of time")
+            return
+        extra = ["--keep-trace"] if job in a.keep_trace_jobs else []
+        rc, s = sh([PY, "-m", "colopred.profiling.timeline", job, "--out", str(tdir), *extra],
+                   timeout=min(120, a.budget_s - elapsed() - 10), log_path=work / "timeline.log")
+        log(f"timeline {job}: rc={rc} {s:.0f} s")
+
+
 def step_ncucost(work: Path, a) -> None:
     rows = []
     for replay, ms in (("kernel", "full"), ("kernel", "minimal"), ("application", "full")):
@@ -246,7 +263,8 @@ def step_parkcheck(work: Path, a) -> None:
         log("parkcheck:\n" + table.to_string(index=False))
 
 
-STEPS = {"env": step_env, "smoke": step_smoke, "gpm": step_gpm, "ncucost": step_ncucost, "ncu": step_ncu, "parkcheck": step_parkcheck, "measure": step_measure}
+STEPS = {"env": step_env, "smoke": step_smoke, "gpm": step_gpm, "ncucost": step_ncucost, "ncu": step_ncu, "timeline": step_timeline,
+         "parkcheck": step_parkcheck, "measure": step_measure}
 
 
 def main() -> None:
@@ -259,6 +277,7 @@ def main() -> None:
     ap.add_argument("--gpm-jobs", default="", help="jobs for the gpm step (default: --jobs)")
     ap.add_argument("--cost-job", default="resnet18-b64-fp32")
     ap.add_argument("--ncu-variant", default=None, help="REPLAY/METRICS, e.g. kernel/minimal (default: cheapest faithful)")
+    ap.add_argument("--keep-trace-jobs", default="", help="timeline step: jobs whose raw torch trace is kept too")
     ap.add_argument("--sets", default="pairs+triples")
     ap.add_argument("--park-idle", action="store_true", help="measure with --park-idle (idle workers' state in host memory)")
     ap.add_argument("--measure-mode", default="both", choices=("both", "mps", "timeslice"), help="sharing modes of new campaigns")
@@ -276,6 +295,7 @@ def main() -> None:
     a.extra_gpm = [j for j in a.extra_gpm.split(",") if j]
     a.ncu_jobs = [j for j in a.ncu_jobs.split(",") if j]
     a.gpm_jobs = [j for j in a.gpm_jobs.split(",") if j]
+    a.keep_trace_jobs = [j for j in a.keep_trace_jobs.split(",") if j]
     a.parkcheck_jobs = [j for j in a.parkcheck_jobs.split(",") if j]
     a.campaign_list = _campaigns(a)
     work = Path(a.work)

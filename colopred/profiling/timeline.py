@@ -1,0 +1,116 @@
+"""Solo timeline of a zoo job: when the host launched each kernel and when the GPU ran it.
+
+``python -m colopred.profiling.timeline JOB --out DIR`` (GPU side) runs JOB's training loop as
+``colopred measure`` does (one step, then a device synchronisation, per iteration), times
+``--iterations`` iterations without a profiler, then records as many under ``torch.profiler``
+with CUDA activity only (CUPTI: the runtime API calls on the host and the kernels, copies and
+sets on the GPU; no per-operator host events, which would slow a launch-bound job), and writes
+
+  DIR/JOB.timeline.csv.gz   one row per event (:data:`COLUMNS`), times in µs from the first event
+  DIR/JOB.timeline.json     job, iteration times with and without the profiler, versions
+
+:func:`reduce_trace` turns torch's Chrome trace into those rows; it is pure and tested on the
+CPU with a recorded trace. Where the host is ahead of the GPU (a kernel waits in the queue)
+and where the GPU waits for the host (a launch-bound job) is what the ncu report cannot say.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+# kind: kernel | memcpy | memset (GPU), runtime | driver (host API calls)
+COLUMNS = ("kind", "name", "start_us", "dur_us", "correlation", "stream")
+_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_runtime": "runtime",
+          "cuda_driver": "driver"}
+NAME_CHARS = 80
+
+
+def reduce_trace(trace: dict[str, Any]) -> pd.DataFrame:
+    """Rows of :data:`COLUMNS` from a torch.profiler Chrome trace (``traceEvents`` complete events
+    of the categories in ``_KINDS``), sorted by start, start times relative to the earliest."""
+    rows = []
+    for e in trace.get("traceEvents", []):
+        kind = _KINDS.get(e.get("cat"))
+        if kind is None or e.get("ph") != "X":
+            continue
+        args = e.get("args", {})
+        rows.append((kind, str(e.get("name", ""))[:NAME_CHARS], float(e["ts"]), float(e.get("dur", 0.0)),
+                     int(args.get("correlation", -1)), int(args.get("stream", -1))))
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    if len(df):
+        df["start_us"] -= df["start_us"].min()
+        df = df.sort_values(["start_us", "kind"], kind="stable").reset_index(drop=True)
+    return df
+
+
+def read_timeline(path: str | Path) -> pd.DataFrame:
+    """A ``JOB.timeline.csv.gz`` back as a DataFrame of :data:`COLUMNS`."""
+    df = pd.read_csv(path)
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        from ..errors import InputError
+
+        raise InputError(f"{path}: not a colopred timeline (missing columns {', '.join(missing)})")
+    return df
+
+
+def capture(job_name: str, out_dir: str | Path, iterations: int = 6, warmup: int = 8, keep_trace: bool = False) -> dict[str, Any]:  # pragma: no cover - GPU
+    """Run, time and trace ``job_name`` on the GPU; write the two files (and torch's raw trace,
+    gzipped, with ``keep_trace``); return the metadata."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from ..zoo.registry import JobSpec
+    from ..zoo.training import build
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    job = build(JobSpec.parse(job_name), "cuda")
+    job.timed_steps(warmup)
+    plain_ms = job.timed_steps(iterations)
+    traced_ms = []
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iterations):
+            t0 = time.perf_counter()
+            job.step()
+            job.sync()
+            traced_ms.append((time.perf_counter() - t0) * 1e3)
+    tmp = out_dir / f"{job_name}.trace.json"
+    prof.export_chrome_trace(str(tmp))
+    rows = reduce_trace(json.loads(tmp.read_text()))
+    if keep_trace:
+        with open(tmp, "rb") as src, gzip.open(out_dir / f"{job_name}.trace.json.gz", "wb") as dst:
+            dst.write(src.read())
+    tmp.unlink()
+    with gzip.open(out_dir / f"{job_name}.timeline.csv.gz", "wt") as f:
+        rows.to_csv(f, index=False, float_format="%.3f")
+    meta = {"job": job_name, "iterations": iterations, "warmup": warmup, "iter_ms_plain": plain_ms, "iter_ms_traced": traced_ms,
+            "events": len(rows), "kernels": int((rows["kind"] == "kernel").sum()), "torch": torch.__version__,
+            "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    (out_dir / f"{job_name}.timeline.json").write_text(json.dumps(meta, indent=1))
+    return meta
+
+
+def main(argv=None) -> None:  # pragma: no cover - GPU
+    ap = argparse.ArgumentParser(prog="python -m colopred.profiling.timeline")
+    ap.add_argument("job")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--iterations", type=int, default=6)
+    ap.add_argument("--warmup", type=int, default=8)
+    ap.add_argument("--keep-trace", action="store_true", help="also keep torch's Chrome trace (gzipped)")
+    a = ap.parse_args(argv)
+    m = capture(a.job, a.out, a.iterations, a.warmup, a.keep_trace)
+    plain = sum(m["iter_ms_plain"]) / len(m["iter_ms_plain"])
+    traced = sum(m["iter_ms_traced"]) / len(m["iter_ms_traced"])
+    print(f"{a.job}: {m['kernels']} kernels in {m['iterations']} iterations, {plain:.2f} ms plain, {traced:.2f} ms traced", flush=True)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
