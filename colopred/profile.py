@@ -83,6 +83,11 @@ class JobProfile:
     a multi-wave kernel's residual is shortened toward its block time bᵢ = tᵢ/⌈wavesᵢ⌉, since its
     blocks retire and free SMs one by one: Σ tᵢ·tᵢ^(1−γ)·bᵢ^γ·[wavesᵢ ≥ ½]·(occᵢ/100) / (2 Σ tᵢ), in µs,
     γ = ``colopred.profiling.ncu_profile.MPS_WAIT_BLOCK_EXPONENT`` (0.3). ncu profiles only."""
+    stream_overlap: float | None = None
+    """Σ kernel time / time with at least one of the job's kernels running, in its solo timeline
+    (``colopred.profiling.timeline.stream_overlap``; ≥ 1): above 1 where the job runs kernels on
+    several streams at once (cuDNN's LSTM: 1.1–1.4), so its launches also wait for co-runners'
+    kernels side by side. None where no timeline was taken (counts as 1)."""
     distributions: dict[str, dict[str, float]] = field(default_factory=dict)
     """Per-kernel metric distributions, duration weighted: ``{metric: {"p10": .., "hist_0_10": ..}}``."""
     meta: dict[str, Any] = field(default_factory=dict)
@@ -197,6 +202,7 @@ class JobProfile:
             f"  SM fill               {f(self.sm_fill_pct, ' %')}",
             f"  SM fill per launch    {f(self.launch_fill_pct, ' %')}",
             f"  MPS wait              {f(self.mps_wait_us, ' µs')}",
+            f"  stream overlap        {f(self.stream_overlap, '', 2)}",
             f"  peak memory           {f(self.peak_memory_gib, ' GiB', 2)}",
         ]
         for metric, dist in self.distributions.items():
@@ -232,6 +238,8 @@ def validate_fields(p: JobProfile) -> list[str]:
             continue
         if not _finite(v) or not -0.5 <= v <= 100.5:
             problems.append(f"{name} must be a percentage in 0..100, not {v!r}")
+    if p.stream_overlap is not None and (not _finite(p.stream_overlap) or not 1 <= p.stream_overlap <= 64):
+        problems.append(f"stream_overlap must be a ratio of at least 1 (kernel time / busy time), not {p.stream_overlap!r}")
     for name in ("kernel_ms_per_iteration", "kernels_per_iteration", "peak_memory_gib", "blocking_wait_us", "mps_wait_us"):
         v = getattr(p, name)
         if v is not None and (not _finite(v) or v < 0):

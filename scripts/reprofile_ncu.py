@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +31,7 @@ from colopred.profiling.ncu_profile import profile_from_ncu  # noqa: E402
 def rebuild(old: JobProfile, report: Path) -> JobProfile:
     new = profile_from_ncu(report, name=old.name, iteration_ms=old.iteration_ms, iterations=old.iterations_profiled,
                            peak_memory_gib=old.peak_memory_gib, gpu=old.gpu, meta=old.meta)
+    new = replace(new, stream_overlap=old.stream_overlap)  # from the solo timeline, not the ncu report (add_timelines.py)
     before, after = old.to_dict(), new.to_dict()
     changed = [k for k, v in before.items() if v is not None and not same(v, after.get(k))]
     if changed:

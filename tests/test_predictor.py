@@ -187,7 +187,7 @@ def test_corrupt_model_file_is_refused(tmp_path):
 def test_non_model_files_are_refused(tmp_path):
     man = _copy_model(tmp_path)
     d = json.loads(man.read_text())
-    for change, msg in (({"schema_version": 7}, "schema version 7"), ({"features": ["x"]}, "feature schema"),
+    for change, msg in (({"schema_version": 8}, "schema version 8"), ({"features": ["x"]}, "feature schema"),
                         ({"model_features": ["t_busy"]}, "feature schema"), ({"mode": "timeslice"}, "feature schema"),
                         ({"baseline_coefs": {**d["baseline_coefs"], "contention_load": -1}}, "contention_load must be non-negative"),
                         ({"baseline_coefs": {**d["baseline_coefs"], "wait_small_grid": "1"}}, "wait_small_grid must be non-negative"),
@@ -289,8 +289,9 @@ def test_an_ncu_profile_without_mps_wait_warns_under_mps_only(profiles):
 
 
 def test_wait_load_is_launches_times_co_runners_mps_wait(profiles):
-    """W_j = K_j / t_j · Σ_{k≠j} busy_k · w_k (t_j in µs); the baseline's terms are L, W·φ_j and
-    W·(1 − φ_j) (φ_j the per-launch SM fill), their coefficients the non-negative least-squares fit."""
+    """W_j = K_j / o_j / t_j · Σ_{k≠j} busy_k · w_k · √busy_j (t_j in µs, o_j the stream overlap); the
+    baseline's terms are L, W·φ_j and W·(1 − φ_j) (φ_j the per-launch SM fill), their coefficients
+    the non-negative least-squares fit."""
     from colopred.modeling.features import baseline_terms, contention_load, wait_load
 
     jobs = [profiles["lstm_lm-b16-fp32"], profiles["vgg16-b256-fp32"], profiles["resnet18-b64-fp32"]]
@@ -299,8 +300,11 @@ def test_wait_load_is_launches_times_co_runners_mps_wait(profiles):
     W = pd.Series(wait_load(X), index=f.index)
     for j in jobs:
         others = [k for k in jobs if k is not j]
-        expect = j.kernels_per_iteration / (1e3 * j.iteration_ms) * sum(min(1, k.busy_fraction) * k.mps_wait_us for k in others)
+        launches = j.kernels_per_iteration / (j.stream_overlap or 1.0)
+        expect = (launches / (1e3 * j.iteration_ms) * sum(min(1, k.busy_fraction) * k.mps_wait_us for k in others)
+                  * min(1, j.busy_fraction) ** 0.5)
         assert W[j.name] == pytest.approx(expect, rel=1e-9)
+    assert profiles["lstm_lm-b16-fp32"].stream_overlap > 1.05  # cuDNN's LSTM runs kernels on several streams
     assert W["lstm_lm-b16-fp32"] > 10 * W["vgg16-b256-fp32"]  # many short kernels beside long SM-filling ones
     T = baseline_terms(X)
     assert T[:, 0] == pytest.approx(contention_load(X))

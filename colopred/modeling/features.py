@@ -29,6 +29,9 @@ BASE = ("busy", "dram_util", "dram_demand", "occupancy", "occ_demand", "log_iter
 # has a high one, one that spends long stretches in compute-bound kernels a low one.
 # launch_fill (JobProfile.launch_fill_pct / 100; missing for GPM) enters the baseline's wait terms
 # only (baseline_terms), never the trees.
+# log_kernels counts the launches that wait one after another: kernels per iteration / JobProfile.
+# stream_overlap (a job that runs kernels on several streams at once, cuDNN's LSTM, meets the
+# co-runners' kernels on each stream side by side; overlap 1 where no timeline was taken).
 CO_AGG = ("busy", "dram_demand", "occ_demand", "dram_util", "mem_gib", "mean_kernel_us", "log_kernels", "sm_fill", "busy_mps_wait_us",
           "dram_util_p25")
 AGGS = ("sum", "max", "min", "mean")
@@ -90,13 +93,17 @@ def contention_load(X: np.ndarray, kind: str = "symmetric") -> np.ndarray:
 
 def wait_load(X: np.ndarray) -> np.ndarray:
     """Share of the target's solo iteration its kernels would spend waiting behind co-runners'
-    kernels under MPS, one wait per launch: K_j / t_j · Σ_{k≠j} busy_k · w_k (K_j kernels per
-    iteration, t_j solo iteration time in µs, w_k = JobProfile.mps_wait_us). NaN where a
-    profile lacks the kernel data (GPM)."""
+    kernels under MPS, one wait per launch, the part of it the target's own idle time does not
+    absorb: K_j / t_j · Σ_{k≠j} busy_k · w_k · √min(1, busy_j) (K_j serial launches per iteration:
+    kernels / JobProfile.stream_overlap; t_j solo iteration time in µs; w_k = JobProfile.mps_wait_us).
+    A job whose GPU idles part of the iteration (host-bound) runs part of its launches late
+    without lengthening the iteration; the square root is empirical (exponents 1/3 to 0.7 fit
+    alike, 1 and 2 worse). NaN where a profile lacks the kernel data (GPM)."""
     X = np.asarray(X, dtype=np.float64)
     kernels = np.expm1(X[:, FEATURES.index("t_log_kernels")])
     iter_us = 1e3 * np.exp(X[:, FEATURES.index("t_log_iter_ms")])
-    return kernels / iter_us * X[:, FEATURES.index("co_sum_busy_mps_wait_us")]
+    gate = np.sqrt(np.clip(X[:, FEATURES.index("t_busy")], 0.0, 1.0))
+    return kernels / iter_us * X[:, FEATURES.index("co_sum_busy_mps_wait_us")] * gate
 
 
 # The contention baseline's terms, each with its own non-negative coefficient (SlowdownModel).
@@ -129,7 +136,7 @@ def base_vector(p: JobProfile) -> np.ndarray:
             p.achieved_occupancy_pct,
             p.achieved_occupancy_pct * busy,
             math.log(p.iteration_ms),
-            math.log1p(kernels),
+            math.log1p(kernels / (p.stream_overlap or 1.0)),
             mean_kernel_us,
             p.peak_memory_gib or 0.0,
             p.sm_fill_pct if p.sm_fill_pct is not None else np.nan,

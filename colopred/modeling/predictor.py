@@ -7,7 +7,8 @@ baseline times a learned correction:
   L = Σ_{k≠j} busy_k · min(1, busy_j)              (contention_load: co-runners' share of GPU time;
                                                      under MPS each term weighted by who holds the SMs longer
                                                      and by the share of SMs the co-runner's grids fill)
-  W = K_j / t_j · Σ_{k≠j} busy_k · w_k             (wait_load: MPS, one wait per kernel launch)
+  W = K_j / t_j · Σ_{k≠j} busy_k · w_k · √busy_j   (wait_load: MPS, one wait per serial launch, K_j = kernels /
+                                                     stream overlap; a host-bound job's idle time absorbs part)
   φ_j = JobProfile.launch_fill_pct / 100            (the target's mean share of the GPU per launch)
 
 (w_k = JobProfile.mps_wait_us; W counts as 0 and φ as 1 for profiles without kernel data, GPM;
@@ -45,9 +46,10 @@ from .features import (BASELINE_TERMS, FEATURES, LOAD_KINDS, MONOTONE_INCREASING
                        model_features, profile_matrix)
 
 MANIFEST_SCHEMA = "colopred.model"
-MANIFEST_VERSION = 6  # 3: the baseline's wait term (wait_beta); 4: the wait is JobProfile.mps_wait_us, load kind per mode;
+MANIFEST_VERSION = 7  # 3: the baseline's wait term (wait_beta); 4: the wait is JobProfile.mps_wait_us, load kind per mode;
 # 5: dram_util_p25 feature, MPS share load weighted by the co-runners' SM fill; 6: the wait split by the target's
-# per-launch SM fill (baseline_coefs replace contention_alpha and wait_beta)
+# per-launch SM fill (baseline_coefs replace contention_alpha and wait_beta); 7: launches counted per stream
+# (kernels / JobProfile.stream_overlap) and the wait gated by √busy
 INTERVAL_QUANTILES = (0.05, 0.95)
 INTERVAL_COVERAGE = 0.90
 DEFAULT_PARAMS = {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 # kind: kernel | memcpy | memset (GPU), runtime | driver (host API calls)
@@ -50,6 +51,24 @@ def reduce_trace(trace: dict[str, Any]) -> pd.DataFrame:
     return df
 
 
+def stream_overlap(timeline: pd.DataFrame) -> float:
+    """JobProfile.stream_overlap: Σ kernel durations / length of the union of the kernels'
+    [start, end) intervals (the time at least one kernel runs). 1 for a job whose kernels never
+    overlap (one stream); up to the number of streams running at once."""
+    k = timeline[timeline["kind"] == "kernel"]
+    if k.empty:
+        raise ValueError("the timeline holds no kernel")
+    order = np.argsort(k["start_us"].to_numpy(), kind="stable")
+    start = k["start_us"].to_numpy(float)[order]
+    end = start + k["dur_us"].to_numpy(float)[order]
+    reach = np.maximum.accumulate(end)
+    new = np.r_[True, start[1:] > reach[:-1]]  # a kernel that starts after every earlier one ended
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:] - 1, len(start) - 1]
+    union = float(np.sum(reach[last] - start[first]))
+    return float(max(1.0, (end - start).sum() / union)) if union > 0 else 1.0
+
+
 def read_timeline(path: str | Path) -> pd.DataFrame:
     """A ``JOB.timeline.csv.gz`` back as a DataFrame of :data:`COLUMNS`."""
     df = pd.read_csv(path)
@@ -57,7 +76,7 @@ def read_timeline(path: str | Path) -> pd.DataFrame:
     if missing:
         from ..errors import InputError
 
-        raise InputError(f"{path}: not a colopred timeline (missing columns {', '.join(missing)})")
+        raise InputError(path, f"not a colopred timeline (missing columns {', '.join(missing)})")
     return df
 
 

@@ -1,0 +1,91 @@
+"""Solo timelines: torch's trace reduced to an event table, and the stream overlap computed from it,
+on real traces recorded on our H100 (datasets/h100/timelines, tests/fixtures)."""
+
+import gzip
+import json
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from colopred.errors import InputError
+from colopred.profile import JobProfile
+from colopred.profiling.timeline import COLUMNS, read_timeline, reduce_trace, stream_overlap
+
+from .conftest import DATA, FIXTURES
+
+TIMELINES = DATA / "timelines"
+
+
+def test_reducing_the_raw_trace_gives_the_table_written_on_the_gpu():
+    """The device reduced gin-b1024-fp32's trace with reduce_trace and also kept the raw trace: the
+    two agree event for event (to the 3 decimals the table keeps)."""
+    raw = json.loads(gzip.open(FIXTURES / "gin-b1024-fp32.trace.json.gz", "rt").read())
+    mine = reduce_trace(raw)
+    shipped = read_timeline(TIMELINES / "gin-b1024-fp32.timeline.csv.gz")
+    assert list(mine.columns) == list(COLUMNS) and len(mine) == len(shipped)
+    assert (mine["kind"].to_numpy() == shipped["kind"].to_numpy()).all()
+    assert np.allclose(mine["start_us"], shipped["start_us"], atol=1e-3)
+    assert np.allclose(mine["dur_us"], shipped["dur_us"], atol=1e-3)
+    meta = json.loads((TIMELINES / "gin-b1024-fp32.timeline.json").read_text())
+    assert (mine["kind"] == "kernel").sum() == meta["kernels"] == 302 * meta["iterations"]
+    # every kernel was launched by a host call with the same correlation id, before it started
+    k = mine[mine["kind"] == "kernel"].set_index("correlation")
+    host = mine[mine["kind"].isin(["runtime", "driver"])].set_index("correlation")
+    assert k.index.isin(host.index).all()
+    assert (host.loc[k.index, "start_us"].to_numpy() <= k["start_us"].to_numpy()).all()
+    assert mine["start_us"].min() == 0 and mine["start_us"].is_monotonic_increasing
+
+
+def _union_by_scan(start, dur):
+    """Time covered by at least one interval, by a plain walk over the sorted intervals."""
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted(zip(start, np.add(start, dur))):
+        if cur_e is None or s > cur_e:
+            total += 0 if cur_e is None else cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return total + (cur_e - cur_s)
+
+
+@pytest.mark.parametrize("job", ["lstm_lm-b512-bf16", "resnet18-b64-fp32", "regnetx_400mf-b64-fp32"])
+def test_stream_overlap_is_kernel_time_over_busy_time(job):
+    tl = read_timeline(TIMELINES / f"{job}.timeline.csv.gz")
+    k = tl[tl["kind"] == "kernel"]
+    expect = k["dur_us"].sum() / _union_by_scan(k["start_us"].tolist(), k["dur_us"].tolist())
+    assert stream_overlap(tl) == pytest.approx(max(1.0, expect), rel=1e-12)
+
+
+def test_only_multi_stream_jobs_overlap():
+    """cuDNN's LSTM runs its kernels on several streams at once; a ResNet on one."""
+    lstm = read_timeline(TIMELINES / "lstm_lm-b512-bf16.timeline.csv.gz")
+    resnet = read_timeline(TIMELINES / "resnet18-b64-fp32.timeline.csv.gz")
+    assert lstm.loc[lstm["kind"] == "kernel", "stream"].nunique() > 5 and stream_overlap(lstm) > 1.3
+    assert resnet.loc[resnet["kind"] == "kernel", "stream"].nunique() == 1 and stream_overlap(resnet) < 1.01
+    # two kernels side by side on a made-up timeline: 2 µs of kernels in 1 µs
+    both = pd.DataFrame({"kind": ["kernel", "kernel"], "name": ["a", "b"], "start_us": [0.0, 0.0], "dur_us": [1.0, 1.0],
+                         "correlation": [1, 2], "stream": [7, 8]})
+    assert stream_overlap(both) == 2.0
+    with pytest.raises(ValueError, match="no kernel"):
+        stream_overlap(both.assign(kind="runtime"))
+
+
+def test_shipped_profiles_carry_their_timelines_overlap():
+    for path in sorted((DATA / "profiles" / "ncu").glob("*.json")):
+        p = JobProfile.from_json(path)
+        tl = TIMELINES / f"{p.name}.timeline.csv.gz"
+        assert tl.exists(), p.name
+        assert p.stream_overlap == pytest.approx(stream_overlap(read_timeline(tl)), abs=1e-6)
+
+
+def test_bad_timelines_and_overlaps_are_refused(tmp_path):
+    bad = tmp_path / "x.timeline.csv.gz"
+    pd.DataFrame({"kind": ["kernel"], "start_us": [0.0]}).to_csv(bad, index=False)
+    with pytest.raises(InputError, match="x.timeline.csv.gz.*missing columns"):
+        read_timeline(bad)
+    p = JobProfile.from_json(DATA / "profiles" / "ncu" / "resnet18-b64-fp32.json")
+    for v in (0.5, float("nan")):
+        with pytest.raises(ValueError, match="stream_overlap"):
+            replace(p, stream_overlap=v)
