@@ -60,6 +60,19 @@ def cmd_profile_retime(a) -> int:
     return 0
 
 
+def cmd_profile_overlap(a) -> int:
+    from dataclasses import replace
+
+    from .profile import JobProfile
+    from .profiling.timeline import load_timeline, stream_overlap
+
+    p = JobProfile.from_json(a.profile)
+    overlap = round(stream_overlap(load_timeline(a.timeline)), 6)
+    replace(p, stream_overlap=overlap).to_json(a.output)
+    _log(f"wrote {a.output}: {p.name} stream overlap {overlap:.3f} (kernel time / time a kernel runs, from {a.timeline})")
+    return 0
+
+
 def _target_command(a) -> tuple[list[str], str]:
     from .profiling.runner import zoo_command
 
@@ -180,6 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="solo iteration time in milliseconds, measured alone on the target machine (kernel time is kept)")
     p.add_argument("-o", "--output", required=True, help="profile JSON to write (may be the input)")
     p.set_defaults(func=cmd_profile_retime)
+
+    p = psub.add_parser("overlap", help="set a profile's stream overlap from the job's solo timeline")
+    p.add_argument("profile", help="profile JSON")
+    p.add_argument("--timeline", required=True,
+                   help="the job's solo timeline: a torch.profiler Chrome trace with CUDA activity (.json, .json.gz) or "
+                        "`python -m colopred.profiling.timeline`'s table (.csv.gz)")
+    p.add_argument("-o", "--output", required=True, help="profile JSON to write (may be the input)")
+    p.set_defaults(func=cmd_profile_overlap)
 
     for name, helptext in (("run", "profile a command under ncu (GPU)"), ("nvml", "profile a command with NVML GPM counters (GPU)")):
         p = psub.add_parser(name, help=helptext)

@@ -3,13 +3,14 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from colopred.cli import main
 from colopred.profile import JobProfile
 
-from .conftest import DATA, FULL_REPORT, SAMPLE
+from .conftest import DATA, FIXTURES, FULL_REPORT, SAMPLE
 
 P1 = DATA / "profiles" / "ncu" / "resnet18-b64-fp32.json"
 P2 = DATA / "profiles" / "ncu" / "lstm_lm-b64-fp32.json"
@@ -101,3 +102,32 @@ def test_profile_retime(tmp_path, capsys):
     code, _, err = run(capsys, "profile", "retime", P1, "--iter-ms", "-2", "-o", out)
     assert code != 0 and str(P1) in err and "positive number" in err and len(err.strip().splitlines()) == 1
     assert out.read_text() == "kept"  # nothing written on bad input
+
+
+def test_profile_overlap_from_a_torch_trace_or_a_timeline(tmp_path, capsys):
+    """`colopred profile overlap` sets stream_overlap from a raw torch.profiler trace (recorded on our H100) or
+    from a colopred timeline table, and refuses files that hold no kernel, keeping the output untouched."""
+    import gzip as _gzip
+
+    from colopred.profiling.timeline import read_timeline, stream_overlap
+
+    timelines = DATA / "timelines"
+    gin = str(Path(P1).parent / "gin-b1024-fp32.json")
+    out = tmp_path / "gin.json"
+    code, _, err = run(capsys, "profile", "overlap", gin, "--timeline", FIXTURES / "gin-b1024-fp32.trace.json.gz", "-o", out)
+    assert code == 0 and "stream overlap" in err
+    expect = stream_overlap(read_timeline(timelines / "gin-b1024-fp32.timeline.csv.gz"))
+    assert JobProfile.from_json(out).stream_overlap == pytest.approx(expect, abs=1e-6)
+    lstm = str(Path(P1).parent / "lstm_lm-b512-bf16.json")
+    code, _, _ = run(capsys, "profile", "overlap", lstm, "--timeline", timelines / "lstm_lm-b512-bf16.timeline.csv.gz", "-o", out)
+    assert code == 0 and JobProfile.from_json(out).stream_overlap > 1.3
+    out.write_text("kept")
+    no_kernels = tmp_path / "cpu_only.json.gz"
+    with _gzip.open(no_kernels, "wt") as f:
+        json.dump({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 0, "dur": 3}]}, f)
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    for bad, msg in ((no_kernels, "no GPU kernel"), (broken, "not a readable Chrome trace"), (tmp_path / "x.txt", "no such file")):
+        code, _, err = run(capsys, "profile", "overlap", gin, "--timeline", bad, "-o", out)
+        assert code != 0 and str(bad) in err and msg in err and len(err.strip().splitlines()) == 1
+    assert out.read_text() == "kept"

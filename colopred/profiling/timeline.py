@@ -80,6 +80,38 @@ def read_timeline(path: str | Path) -> pd.DataFrame:
     return df
 
 
+def load_timeline(path: str | Path) -> pd.DataFrame:
+    """A timeline from ``path``: a colopred table (``*.csv`` or ``*.csv.gz``) or a torch.profiler Chrome
+    trace (``*.json`` or ``*.json.gz``, from ``prof.export_chrome_trace`` with CUDA activity), reduced by
+    :func:`reduce_trace`. Raises InputError naming the file if it is unreadable or holds no GPU kernel."""
+    from ..errors import InputError
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, "no such file")
+    name = path.name.lower()
+    if name.endswith((".json", ".json.gz")):
+        try:
+            opener = gzip.open if name.endswith(".gz") else open
+            with opener(path, "rt") as f:
+                trace = json.load(f)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise InputError(path, f"not a readable Chrome trace ({e.__class__.__name__})") from None
+        if not isinstance(trace, dict) or "traceEvents" not in trace:
+            raise InputError(path, "not a Chrome trace (no traceEvents)")
+        df = reduce_trace(trace)
+    elif name.endswith((".csv", ".csv.gz")):
+        try:
+            df = read_timeline(path)
+        except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+            raise InputError(path, f"not a readable timeline table ({e.__class__.__name__})") from None
+    else:
+        raise InputError(path, "expected a colopred timeline (.csv, .csv.gz) or a torch.profiler trace (.json, .json.gz)")
+    if not (df["kind"] == "kernel").any():
+        raise InputError(path, "no GPU kernel in the timeline (trace with torch.profiler's CUDA activity)")
+    return df
+
+
 def capture(job_name: str, out_dir: str | Path, iterations: int = 6, warmup: int = 8, keep_trace: bool = False) -> dict[str, Any]:  # pragma: no cover - GPU
     """Run, time and trace ``job_name`` on the GPU; write the two files (and torch's raw trace,
     gzipped, with ``keep_trace``); return the metadata."""
