@@ -239,7 +239,7 @@ def validate_fields(p: JobProfile) -> list[str]:
         if not _finite(v) or not -0.5 <= v <= 100.5:
             problems.append(f"{name} must be a percentage in 0..100, not {v!r}")
     if p.stream_overlap is not None and (not _finite(p.stream_overlap) or not 1 <= p.stream_overlap <= 64):
-        problems.append(f"stream_overlap must be a ratio of at least 1 (kernel time / busy time), not {p.stream_overlap!r}")
+        problems.append(f"stream_overlap must be a ratio from 1 to 64 (kernel time / time a kernel runs), not {p.stream_overlap!r}")
     for name in ("kernel_ms_per_iteration", "kernels_per_iteration", "peak_memory_gib", "blocking_wait_us", "mps_wait_us"):
         v = getattr(p, name)
         if v is not None and (not _finite(v) or v < 0):
