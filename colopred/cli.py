@@ -64,10 +64,10 @@ def cmd_profile_overlap(a) -> int:
     from dataclasses import replace
 
     from .profile import JobProfile
-    from .profiling.timeline import load_timeline, stream_overlap
+    from .profiling.timeline import overlap_of
 
     p = JobProfile.from_json(a.profile)
-    overlap = round(stream_overlap(load_timeline(a.timeline)), 6)
+    overlap = overlap_of(a.timeline)
     replace(p, stream_overlap=overlap).to_json(a.output)
     _log(f"wrote {a.output}: {p.name} stream overlap {overlap:.3f} (kernel time / time a kernel runs, from {a.timeline})")
     return 0

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from colopred.profile import JobProfile  # noqa: E402
-from colopred.profiling.timeline import read_timeline, stream_overlap  # noqa: E402
+from colopred.profiling.timeline import overlap_of  # noqa: E402
 
 
 def main() -> None:
@@ -38,7 +38,7 @@ def main() -> None:
         if not tl.exists():
             print(f"{p.name}: no timeline, left as is")
             continue
-        overlap = round(stream_overlap(read_timeline(tl)), 6)
+        overlap = overlap_of(tl)
         if p.stream_overlap == overlap:
             continue
         stale += 1

@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
+
 # kind: kernel | memcpy | memset (GPU), runtime | driver (host API calls)
 COLUMNS = ("kind", "name", "start_us", "dur_us", "correlation", "stream")
 _KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_runtime": "runtime",
@@ -74,8 +76,6 @@ def read_timeline(path: str | Path) -> pd.DataFrame:
     df = pd.read_csv(path)
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
-        from ..errors import InputError
-
         raise InputError(path, f"not a colopred timeline (missing columns {', '.join(missing)})")
     return df
 
@@ -84,8 +84,6 @@ def load_timeline(path: str | Path) -> pd.DataFrame:
     """A timeline from ``path``: a colopred table (``*.csv`` or ``*.csv.gz``) or a torch.profiler Chrome
     trace (``*.json`` or ``*.json.gz``, from ``prof.export_chrome_trace`` with CUDA activity), reduced by
     :func:`reduce_trace`. Raises InputError naming the file if it is unreadable or holds no GPU kernel."""
-    from ..errors import InputError
-
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "no such file")
@@ -112,6 +110,12 @@ def load_timeline(path: str | Path) -> pd.DataFrame:
     return df
 
 
+def overlap_of(path: str | Path) -> float:
+    """JobProfile.stream_overlap of the timeline or trace at ``path`` (:func:`load_timeline`), to 6 decimals
+    as profiles store it."""
+    return round(stream_overlap(load_timeline(path)), 6)
+
+
 def capture(job_name: str, out_dir: str | Path, iterations: int = 6, warmup: int = 8, keep_trace: bool = False) -> dict[str, Any]:  # pragma: no cover - GPU
     """Run, time and trace ``job_name`` on the GPU; write the two files (and torch's raw trace,
     gzipped, with ``keep_trace``); return the metadata."""
@@ -126,13 +130,8 @@ def capture(job_name: str, out_dir: str | Path, iterations: int = 6, warmup: int
     job = build(JobSpec.parse(job_name), "cuda")
     job.timed_steps(warmup)
     plain_ms = job.timed_steps(iterations)
-    traced_ms = []
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(iterations):
-            t0 = time.perf_counter()
-            job.step()
-            job.sync()
-            traced_ms.append((time.perf_counter() - t0) * 1e3)
+        traced_ms = job.timed_steps(iterations)
     tmp = out_dir / f"{job_name}.trace.json"
     prof.export_chrome_trace(str(tmp))
     rows = reduce_trace(json.loads(tmp.read_text()))

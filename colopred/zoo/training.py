@@ -36,7 +36,6 @@ def molecule_batch(n_graphs: int, features: int, device, generator: torch.Genera
     return x.to(device), edges.to(device), graph_of.to(device)
 
 
-
 @dataclass
 class TrainingJob:
     """A built job: ``step()`` runs one training iteration (forward, backward, optimizer)."""
