@@ -1,9 +1,39 @@
-"""colopred: predict the slowdown of deep-learning training jobs collocated on one GPU."""
+"""colopred: predict how much deep-learning training jobs slow each other down when they share one GPU.
+
+  from colopred import JobProfile, Predictor
+
+The package has three parts (``docs/architecture.md``): :mod:`colopred.runtime`, what a scheduler imports;
+:mod:`colopred.measurement`, profiling and measuring on a GPU; :mod:`colopred.research`, datasets,
+training, evaluation and reports. The command line is :mod:`colopred.cli`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from .errors import ColopredError, InputError
 from .gpu import GpuInfo
 from .profile import JobProfile, load_profiles
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-__all__ = ["ColopredError", "GpuInfo", "InputError", "JobProfile", "load_profiles", "__version__"]
+if TYPE_CHECKING:  # pragma: no cover
+    from .runtime.estimator import SlowdownModel
+    from .runtime.predictor import Prediction, Predictor
+
+_LAZY = {"Predictor": "colopred.runtime.predictor", "Prediction": "colopred.runtime.predictor",
+         "SlowdownModel": "colopred.runtime.estimator"}
+
+
+def __getattr__(name: str) -> Any:
+    """``Predictor``, ``Prediction`` and ``SlowdownModel`` are imported on first use (they bring pandas and
+    scikit-learn; the GPU side imports ``colopred`` without needing them)."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'colopred' has no attribute {name!r}")
+
+
+__all__ = ["ColopredError", "GpuInfo", "InputError", "JobProfile", "Prediction", "Predictor", "SlowdownModel", "load_profiles",
+           "__version__"]

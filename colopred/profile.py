@@ -82,10 +82,10 @@ class JobProfile:
     at least half a wave block (a smaller grid leaves the other process's blocks room to start), and
     a multi-wave kernel's residual is shortened toward its block time bᵢ = tᵢ/⌈wavesᵢ⌉, since its
     blocks retire and free SMs one by one: Σ tᵢ·tᵢ^(1−γ)·bᵢ^γ·[wavesᵢ ≥ ½]·(occᵢ/100) / (2 Σ tᵢ), in µs,
-    γ = ``colopred.profiling.ncu_profile.MPS_WAIT_BLOCK_EXPONENT`` (0.3). ncu profiles only."""
+    γ = ``colopred.measurement.profiling.ncu_profile.MPS_WAIT_BLOCK_EXPONENT`` (0.3). ncu profiles only."""
     stream_overlap: float | None = None
     """Σ kernel time / time with at least one of the job's kernels running, in its solo timeline
-    (``colopred.profiling.timeline.stream_overlap``; ≥ 1): above 1 where the job runs kernels on
+    (``colopred.measurement.profiling.timeline.stream_overlap``; ≥ 1): above 1 where the job runs kernels on
     several streams at once (cuDNN's LSTM: 1.1–1.4), so its launches also wait for co-runners'
     kernels side by side. None where no timeline was taken (counts as 1)."""
     distributions: dict[str, dict[str, float]] = field(default_factory=dict)

@@ -2,8 +2,8 @@
 """Set ``stream_overlap`` in shipped profiles from the jobs' solo timelines.
 
 For every ``PROFILES/<job>.json`` with a ``TIMELINES/<job>.timeline.csv.gz`` (written on the GPU by
-``python -m colopred.profiling.timeline JOB``; see the data card), compute
-``colopred.profiling.timeline.stream_overlap`` and write it into the profile; no other field
+``python -m colopred.measurement.profiling.timeline JOB``; see the data card), compute
+``colopred.measurement.profiling.timeline.stream_overlap`` and write it into the profile; no other field
 changes. Profiles without a timeline are left as they are (overlap unknown, counted as 1).
 
   python scripts/add_timelines.py [--profiles datasets/h100/profiles/ncu] [--timelines datasets/h100/timelines] [--check]
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from colopred.profile import JobProfile  # noqa: E402
-from colopred.profiling.timeline import overlap_of  # noqa: E402
+from colopred.measurement.profiling.timeline import overlap_of  # noqa: E402
 
 
 def main() -> None:

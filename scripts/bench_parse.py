@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from colopred.profiling.ncu_csv import read_ncu_csv
-from colopred.profiling.ncu_profile import profile_from_ncu
+from colopred.measurement.profiling.ncu_csv import read_ncu_csv
+from colopred.measurement.profiling.ncu_profile import profile_from_ncu
 
 SRC = Path(__file__).resolve().parents[1] / "datasets" / "h100" / "profiling_cost" / "resnet18-b64-fp32.kernel-full.csv.gz"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from colopred.modeling.predictor import Predictor
+from colopred.runtime.predictor import Predictor
 from colopred.profile import JobProfile
 
 PROFILES = Path(__file__).resolve().parents[1] / "datasets" / "h100" / "profiles" / "ncu"

@@ -7,7 +7,7 @@ Steps (``--steps``, comma separated, run in this order):
   gpm       `colopred profile nvml` for every job in --jobs (+ --extra-gpm jobs)
   ncucost   ncu cost of replay modes and metric sets on --cost-job, and whether features change
   ncu       `colopred profile run` for the jobs in --jobs, cheapest faithful variant, while time lasts
-  timeline  `python -m colopred.profiling.timeline` for every job in --jobs (solo host/GPU timeline,
+  timeline  `colopred profile timeline` for every job in --jobs (solo host/GPU timeline,
             torch.profiler), one process each; --keep-trace-jobs also keep torch's raw trace
   parkcheck solo windows of --parkcheck-jobs with idle workers parked and resident, alternating
             (ABBA over --parkcheck-rounds), on one machine -> parkcheck.csv (reader.park_effect)
@@ -90,13 +90,13 @@ def step_env(work: Path, a) -> None:
 
 
 def colopred(*args: str) -> list[str]:
-    return [PY, "-m", "colopred.cli", *args]
+    return [PY, "-m", "colopred", *args]
 
 
 def step_smoke(work: Path, a) -> None:
     d = work / "smoke"
     rc, s = sh(colopred("measure", "--jobs", "resnet18-b64-fp32,lstm_lm-b64-fp32", "--sets", "pairs", "--mode", "both",
-                        "--out", str(d), "--repeat-frac", "0", "--min-iters", "8", "--quiet", "-v"),
+                        "--out", str(d), "--repeat-frac", "0", "--min-iters", "8", "--no-progress", "-v"),
                timeout=min(150, a.budget_s - elapsed()), log_path=work / "smoke.log")
     log(f"smoke campaign rc={rc} in {s:.0f} s")
 
@@ -147,7 +147,7 @@ def step_timeline(work: Path, a) -> None:
             log("timeline: out of time")
             return
         extra = ["--keep-trace"] if job in a.keep_trace_jobs else []
-        rc, s = sh([PY, "-m", "colopred.profiling.timeline", job, "--out", str(tdir), *extra],
+        rc, s = sh(colopred("profile", "timeline", "--zoo", job, "--out", str(tdir), *extra),
                    timeout=min(120, a.budget_s - elapsed() - 10), log_path=work / "timeline.log")
         log(f"timeline {job}: rc={rc} {s:.0f} s")
 
@@ -201,7 +201,7 @@ def _campaigns(a) -> list[tuple[Path, str, list[str]]]:
     ``--campaigns DIR=SETSFILE,...`` takes each campaign's jobs from its sets file (read by
     colopred's own sets parser); ``--campaign-dir`` with ``--sets`` and ``--jobs`` names one campaign.
     """
-    from colopred.harness.plan import expand_sets
+    from colopred.measurement.harness.plan import expand_sets
 
     if not a.campaigns:
         return [(Path(a.campaign_dir), a.sets, a.jobs)]
@@ -215,7 +215,7 @@ def _campaigns(a) -> list[tuple[Path, str, list[str]]]:
 
 def run_measure(work: Path, a, d: Path, plan: list[str], park: bool, about: str, log_path: Path) -> int:
     """`colopred measure` into ``d``: resumed if ``d`` holds a campaign, else a new one planned by ``plan``."""
-    args = ["measure", "--out", str(d), "--quiet", "-v", *a.measure_extra.split()] + (["--park-idle"] if park else [])
+    args = ["measure", "--out", str(d), "--no-progress", "-v", *a.measure_extra.split()] + (["--park-idle"] if park else [])
     if (d / "campaign.json").exists():
         args.append("--resume")
         log(f"resuming campaign in {d}")
@@ -243,7 +243,7 @@ def step_parkcheck(work: Path, a) -> None:
     --park-idle, alternated so that drift does not favour one kind."""
     import pandas as pd
 
-    from colopred.harness.reader import park_effect, read_windows
+    from colopred.measurement.harness.reader import park_effect, read_windows
 
     plan = ["--jobs", ",".join(a.parkcheck_jobs), "--sets", "pairs", "--max-sets", "1", "--mode", "timeslice",
             "--repeat-frac", "0", "--min-iters", "12"]

@@ -14,7 +14,7 @@ import random
 import sys
 
 from colopred.errors import InputError
-from colopred.harness.plan import expand_sets
+from colopred.measurement.harness.plan import expand_sets
 
 
 def main() -> None:

@@ -163,7 +163,7 @@ def main() -> int:
     finally:
         if not a.no_daemon:
             subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", env=env, text=True)
-    from colopred.profiling.ncu_profile import mps_wait_us
+    from colopred.measurement.profiling.ncu_profile import mps_wait_us
 
     alone = next((r.get("victim_mean_us") for r in results if r["scenario"] == "alone"), None)
     for r in results:

@@ -3,7 +3,7 @@
 
 For every ``PROFILES/*.json`` of source ``ncu``, read ``REPORTS/<name>.csv.gz`` (the raw
 ``ncu --csv --page raw`` report the profile was made from), rebuild the profile with
-``colopred.profiling.ncu_profile.profile_from_ncu`` using the profile's own measured iteration
+``colopred.measurement.profiling.ncu_profile.profile_from_ncu`` using the profile's own measured iteration
 time, iteration count, peak memory, GPU and meta, and check that every field the profile already
 has comes out the same (to 1e-9 relative). Only then is the file rewritten, with any metric the
 current profiler adds (e.g. ``sm_fill_pct``). No measurement is changed: new fields are computed
@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from colopred.errors import InputError  # noqa: E402
 from colopred.profile import JobProfile  # noqa: E402
-from colopred.profiling.ncu_profile import profile_from_ncu  # noqa: E402
+from colopred.measurement.profiling.ncu_profile import profile_from_ncu  # noqa: E402
 
 
 def rebuild(old: JobProfile, report: Path) -> JobProfile:

@@ -61,11 +61,13 @@ def test_predict_json_contract(capsys):
     code, out, _ = run(capsys, "predict", P1, P2, P3, "--mode", "timeslice", "--json")
     assert code == 0
     d = json.loads(out)
-    assert set(d) == {"mode", "jobs", "delta", "throughput", "fits_memory"}
+    assert set(d) == {"mode", "jobs", "delta", "throughput", "fits_memory", "memory_gib", "pays_off", "warnings"}
+    assert d["warnings"] == [] and d["pays_off"] == (d["throughput"] > 1 and d["fits_memory"])
     assert d["mode"] == "timeslice" and [j["name"] for j in d["jobs"]] == ["resnet18-b64-fp32", "lstm_lm-b64-fp32", "vgg16-b32-fp32"]
     for j in d["jobs"]:
         lo, hi = j["interval"]
         assert lo <= j["slowdown"] <= hi
+        assert j["collocated_iteration_ms"] == pytest.approx(j["slowdown"] * j["solo_iteration_ms"])
     assert d["throughput"] == pytest.approx(sum(1 / j["slowdown"] for j in d["jobs"]))
     assert isinstance(d["fits_memory"], bool)
 
@@ -87,7 +89,7 @@ def test_train_and_use_own_model(tmp_path, capsys):
 
 
 def test_console_script_no_traceback(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "colopred.cli", "profile", "show", str(tmp_path / "missing.json")],
+    p = subprocess.run([sys.executable, "-m", "colopred", "profile", "show", str(tmp_path / "missing.json")],
                        capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
 
@@ -109,7 +111,7 @@ def test_profile_overlap_from_a_torch_trace_or_a_timeline(tmp_path, capsys):
     from a colopred timeline table, and refuses files that hold no kernel, keeping the output untouched."""
     import gzip as _gzip
 
-    from colopred.profiling.timeline import read_timeline, stream_overlap
+    from colopred.measurement.profiling.timeline import read_timeline, stream_overlap
 
     timelines = DATA / "timelines"
     gin = str(Path(P1).parent / "gin-b1024-fp32.json")

@@ -3,7 +3,7 @@
 import json
 import re
 
-from colopred.harness.reader import read_windows
+from colopred.measurement.harness.reader import read_windows
 from colopred.profile import JobProfile
 
 from .conftest import DATA
@@ -41,7 +41,7 @@ def test_every_measured_job_has_profiles():
 def test_job_configurations_cover_the_zoo():
     """Issue 4, jobs: >= 36 configurations of >= 12 architectures, batch 16 to 512, fp32 and bf16,
     each with an ncu profile (and its raw report) taken on the H100, idle and saturating ones."""
-    from colopred.zoo.registry import JobSpec
+    from colopred.measurement.zoo.registry import JobSpec
 
     profiles = [JobProfile.from_json(f) for f in sorted((DATA / "profiles" / "ncu").glob("*.json"))]
     specs = [JobSpec.parse(p.name) for p in profiles]
@@ -85,7 +85,7 @@ def test_data_card_tables_match_the_shipped_data():
 def test_segments_start_at_a_gpu_host_or_run_change_or_a_long_pause():
     import pandas as pd
 
-    from colopred.harness.reader import SEGMENT_GAP_S, segments
+    from colopred.measurement.harness.reader import SEGMENT_GAP_S, segments
 
     t0 = pd.Timestamp("2026-11-22T10:00:00Z")
     at = [t0, t0 + pd.Timedelta(seconds=5), t0 + pd.Timedelta(seconds=5 + SEGMENT_GAP_S + 1),
@@ -106,7 +106,7 @@ def test_slowdowns_take_their_solo_baseline_from_the_same_machine():
     """h100-c5a was measured on three machines (leases); its small jobs ran up to ~25% faster
     alone on the later ones. Each collocated window's solo time must come from solo windows of
     its own segment, not a mean across machines."""
-    from colopred.harness.reader import slowdown_table, solo_table
+    from colopred.measurement.harness.reader import slowdown_table, solo_table
 
     w = read_windows(DATA / "campaigns" / "h100-c5a")
     assert w["segment"].nunique() == 3
@@ -123,8 +123,8 @@ def test_windows_of_campaigns_that_share_record_ids_stay_apart():
     """h100-c5br ran h100-c5b's plan afresh on another lease, so their records share ids (as do
     h100-c1 and h100-c1r). Every table must still hold each window once, with its own campaign's
     solo baselines, and the feature rows must see each set with exactly its own members."""
-    from colopred.harness.reader import set_table, slowdown_table
-    from colopred.modeling.dataset import load_dataset
+    from colopred.measurement.harness.reader import set_table, slowdown_table
+    from colopred.research.dataset import load_dataset
 
     w = read_windows([DATA / "campaigns" / "h100-c5b", DATA / "campaigns" / "h100-c5br"])
     shared = set(w.loc[w["campaign"] == "h100-c5b", "record_id"]) & set(w.loc[w["campaign"] == "h100-c5br", "record_id"])
@@ -147,7 +147,7 @@ def test_windows_of_campaigns_that_share_record_ids_stay_apart():
 
 def test_at_least_a_tenth_of_the_sets_were_measured_again_on_another_machine():
     """Issue 4: >= 10% of the sets measured again on another day or machine, in each mode."""
-    from colopred.harness.reader import remeasured_sets, set_table
+    from colopred.measurement.harness.reader import remeasured_sets, set_table
 
     again = remeasured_sets(set_table(read_windows(DATA / "campaigns")))
     for mode, g in again.groupby("mode"):
@@ -163,7 +163,7 @@ def test_at_least_a_tenth_of_the_sets_were_measured_again_on_another_machine():
 def test_collocation_counts_meet_the_issue_4_targets():
     """Issue 4: in each mode >= 400 distinct pairs and >= 200 distinct triples measured with a slowdown
     for every member, plus the infeasible sets recorded as such (with the reason) rather than dropped."""
-    from colopred.harness.reader import set_table
+    from colopred.measurement.harness.reader import set_table
 
     st = set_table(read_windows(DATA / "campaigns"))
     measured = st[(st["status"] == "ok") & st["delta"].notna()]

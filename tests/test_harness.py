@@ -6,10 +6,10 @@ import platform
 
 import pytest
 
-from colopred.harness.campaign import Campaign
-from colopred.harness.plan import CampaignConfig, expand_sets, make_plan
-from colopred.harness.reader import read_windows, repeat_noise, set_table, slowdown_table, solo_noise
-from colopred.harness.records import RecordWriter, iter_records
+from colopred.measurement.harness.campaign import Campaign
+from colopred.measurement.harness.plan import CampaignConfig, expand_sets, make_plan
+from colopred.measurement.harness.reader import read_windows, repeat_noise, set_table, slowdown_table, solo_noise
+from colopred.measurement.harness.records import RecordWriter, iter_records
 
 JOBS = ("a-b1-fp32", "b-b1-fp32", "c-b1-fp32", "d-b1-fp32")
 SOLO_MS = {"a-b1-fp32": 10.0, "b-b1-fp32": 20.0, "c-b1-fp32": 5.0, "d-b1-fp32": 40.0}
@@ -237,7 +237,7 @@ def test_park_effect_compares_parked_and_resident_solo_windows_of_shipped_data()
     kinds of solo windows per job, with the means recomputed here from the records."""
     from pathlib import Path
 
-    from colopred.harness.reader import park_effect, solo_table
+    from colopred.measurement.harness.reader import park_effect, solo_table
 
     w = read_windows(Path(__file__).parents[1] / "datasets" / "h100" / "campaigns" / "h100-c4c")
     eff = park_effect(w).set_index(["mode", "job"])

@@ -2,8 +2,8 @@
 
 import pytest
 
-from colopred.modeling.dataset import load_dataset
-from colopred.modeling.placement import (compare_placements, find_scenario, find_scenarios, measured_pair_throughput,
+from colopred.research.dataset import load_dataset
+from colopred.research.placement_study import (compare_placements, find_scenario, find_scenarios, measured_pair_throughput,
                                          perfect_matchings, placement_table)
 
 from .conftest import DATA
@@ -64,7 +64,7 @@ def test_odd_or_unmeasured_scenarios_are_refused(dataset):
 
 
 def test_maximal_cliques_of_a_small_graph():
-    from colopred.modeling.placement import _maximal_cliques
+    from colopred.research.placement_study import _maximal_cliques
 
     edges = ["ab", "ac", "bc", "cd", "de", "df", "ef", "bd"]
     adj: dict[str, set[str]] = {}

@@ -9,10 +9,12 @@ import pandas as pd
 import pytest
 
 from colopred.errors import InputError, SchemaError
-from colopred.modeling.dataset import load_dataset
-from colopred.modeling.evaluate import busy_analytic, splits
-from colopred.modeling.features import FEATURES, feature_frame
-from colopred.modeling.predictor import Predictor, SlowdownModel
+from colopred.research.dataset import load_dataset
+from colopred.research.baselines import busy_analytic
+from colopred.research.evaluation import splits
+from colopred.runtime.features import FEATURES, feature_frame
+from colopred.runtime.estimator import SlowdownModel
+from colopred.runtime.predictor import Predictor
 from colopred.profile import JobProfile
 
 from .conftest import DATA, ROOT
@@ -72,7 +74,7 @@ def test_dataset_rows_describe_each_job_at_its_solo_baseline(dataset):
 
 
 def test_retimed_profiles_predict_unseen_architectures_better(dataset):
-    from colopred.modeling.evaluate import solo_time_sensitivity
+    from colopred.research.evaluation import solo_time_sensitivity
 
     t = solo_time_sensitivity(dataset, modes=("timeslice",)).set_index("solo time of each job")
     retimed, plain = t.loc["re-timed to the window's solo baseline"], t.loc["profile's own iteration time"]
@@ -104,18 +106,25 @@ def test_default_model_predicts_consistently(mode, profiles):
     # order of jobs does not change a job's prediction
     q = pr.predict(jobs[::-1])
     assert q.slowdown[::-1] == pytest.approx(p.slowdown, rel=1e-6)
-    # vectorised path agrees with the single one
+    # vectorised path agrees with the single one: a tidy frame, one row per job of each set
     many = pr.predict_many([jobs, jobs[:2]])
-    assert many["slowdowns"][0] == pytest.approx(p.slowdown, rel=1e-6)
-    assert many["delta"][0] == pytest.approx(p.delta, rel=1e-6)
-    assert many["throughput"][1] == pytest.approx(pr.predict(jobs[:2]).throughput, rel=1e-6)
+    assert list(many.columns) == ["set_id", "job", "n_jobs", "slowdown", "solo_iteration_ms", "collocated_iteration_ms", "delta",
+                                  "throughput", "memory_gib", "fits_memory"]
+    assert list(many["set_id"]) == [0, 0, 0, 1, 1] and list(many["job"]) == [j.name for j in jobs] + [j.name for j in jobs[:2]]
+    first = many[many["set_id"] == 0]
+    assert tuple(first["slowdown"]) == pytest.approx(p.slowdown, rel=1e-6)
+    assert first["delta"].iloc[0] == pytest.approx(p.delta, rel=1e-6)
+    assert many[many["set_id"] == 1]["throughput"].iloc[0] == pytest.approx(pr.predict(jobs[:2]).throughput, rel=1e-6)
+    assert first["memory_gib"].iloc[0] == pytest.approx(p.memory_gib) and bool(first["fits_memory"].iloc[0]) == p.fits_memory
+    assert np.allclose(many["collocated_iteration_ms"], many["solo_iteration_ms"] * many["slowdown"])
     # repeated sets, in other orders, are predicted once and handed back in each set's order
     a, b, c = jobs
     many = pr.predict_many([[a, b, c], [c, a, b], [b, c], [a, b, c], [c, b]])
-    assert many["slowdowns"][1] == pytest.approx((p.slowdown[2], p.slowdown[0], p.slowdown[1]), rel=1e-6)
-    assert many["slowdowns"][3] == pytest.approx(p.slowdown, rel=1e-6)
-    assert many["slowdowns"][4] == pytest.approx(many["slowdowns"][2][::-1], rel=1e-6)
-    assert len(many["slowdowns"][2]) == 2
+    slow = lambda i: tuple(many[many["set_id"] == i]["slowdown"])  # noqa: E731
+    assert slow(1) == pytest.approx((p.slowdown[2], p.slowdown[0], p.slowdown[1]), rel=1e-6)
+    assert slow(3) == pytest.approx(p.slowdown, rel=1e-6)
+    assert slow(4) == pytest.approx(slow(2)[::-1], rel=1e-6)
+    assert len(slow(2)) == 2
 
 
 def test_model_is_better_than_analytic_baseline_in_sample(dataset):
@@ -149,6 +158,9 @@ def test_rank_partners_and_pack(profiles):
     others = [p for n, p in profiles.items() if n != job.name]
     r = pr.rank_partners(job, others, k=3)
     assert len(r) == 3 and list(r["throughput"]) == sorted(r["throughput"], reverse=True)
+    assert list(r.columns) == ["partner", "job_slowdown", "partner_slowdown", "delta", "throughput", "fits_memory"]
+    best = pr.predict([job, profiles[r["partner"][0]]])
+    assert (r["job_slowdown"][0], r["partner_slowdown"][0]) == pytest.approx(best.slowdown, rel=1e-6)
     jobs = list(profiles.values())[:7]
     placement = pr.pack(jobs, n_gpus=3, max_per_gpu=3)
     assert sorted(n for g in placement for n in g) == sorted(p.name for p in jobs)
@@ -169,7 +181,7 @@ def test_gpu_mismatch_warns(profiles):
 
 
 def _copy_model(tmp_path):
-    for f in (ROOT / "models").glob("h100-mps*"):
+    for f in (ROOT / "colopred" / "runtime" / "models").glob("h100-mps*"):
         shutil.copy(f, tmp_path / f.name)
     return tmp_path / "h100-mps.json"
 
@@ -232,7 +244,7 @@ def test_gpm_profiles_leave_kernel_level_features_missing_not_zero(profiles):
     assert np.isnan(f.loc["vgg16-b32-fp32", "t_launch_fill"])
     others = [c for c in FEATURES if not c.endswith(("sm_fill", "busy_mps_wait_us", "dram_util_p25", "launch_fill"))]
     assert np.isfinite(f[others].to_numpy()).all()
-    from colopred.modeling.features import baseline_terms  # missing wait: 0, missing per-launch fill: 1
+    from colopred.runtime.baseline import baseline_terms  # missing wait: 0, missing per-launch fill: 1
 
     T = pd.DataFrame(baseline_terms(f[list(FEATURES)].to_numpy(), "mps_share"), index=f.index)
     assert np.isfinite(T.to_numpy()).all() and (T.loc["resnet18-b64-fp32", [1, 2]] == 0).all()
@@ -245,7 +257,8 @@ def test_mps_share_load_splits_each_pair_by_who_holds_the_sms_longer(profiles):
     u = busy · mps_wait_us, fill = sm_fill_pct / 100, computed per co-runner (not from aggregates): equal waits
     give the fill-weighted symmetric load, the job of longer kernels loses less of its time, its partner more;
     a GPM co-runner (no wait, no fill) counts 1."""
-    from colopred.modeling.features import SHARE_EPS_US, contention_load
+    from colopred.constants import SHARE_EPS_US
+    from colopred.runtime.baseline import contention_load
 
     jobs = [profiles["lstm_lm-b16-fp32"], profiles["vgg16-b256-fp32"], profiles["resnet18-b64-fp32"]]
     f = feature_frame([jobs]).set_index("job")
@@ -292,7 +305,7 @@ def test_wait_load_is_launches_times_co_runners_mps_wait(profiles):
     """W_j = K_j / o_j / t_j · Σ_{k≠j} busy_k · w_k · √busy_j (t_j in µs, o_j the stream overlap); the
     baseline's terms are L, W·φ_j and W·(1 − φ_j) (φ_j the per-launch SM fill), their coefficients
     the non-negative least-squares fit."""
-    from colopred.modeling.features import baseline_terms, contention_load, wait_load
+    from colopred.runtime.baseline import baseline_terms, contention_load, fit_coefs, wait_load
 
     jobs = [profiles["lstm_lm-b16-fp32"], profiles["vgg16-b256-fp32"], profiles["resnet18-b64-fp32"]]
     f = feature_frame([jobs]).set_index("job")
@@ -311,9 +324,8 @@ def test_wait_load_is_launches_times_co_runners_mps_wait(profiles):
     for i, j in enumerate(f.index):  # the wait split by the target's per-launch SM fill
         phi = profiles[j].launch_fill_pct / 100
         assert 0 < phi < 1 and T[i, 1:] == pytest.approx([W[j] * phi, W[j] * (1 - phi)], rel=1e-9)
-    m = SlowdownModel()
-    assert m.fit_coefs(T, 1 + T @ [0.3, 0.7, 0.2]) == pytest.approx([0.3, 0.7, 0.2])
-    coefs = m.fit_coefs(T, 1 + T @ [0.3, -0.7, 0.0])  # a negative term is dropped
+    assert fit_coefs(T, 1 + T @ [0.3, 0.7, 0.2]) == pytest.approx([0.3, 0.7, 0.2])
+    coefs = fit_coefs(T, 1 + T @ [0.3, -0.7, 0.0])  # a negative term is dropped
     assert coefs[1] == 0 and (coefs >= 0).all()
 
 
@@ -323,7 +335,7 @@ def test_evaluation_runs_when_profiles_lack_sm_fill(dataset):
     or MPS wait:
     every method of the evaluation still fits and predicts (missing features stay missing for
     XGBoost; the ridge baseline imputes them)."""
-    from colopred.modeling.evaluate import evaluate_mode
+    from colopred.research.evaluation import evaluate_mode
 
     df = dataset.for_mode("timeslice")
     df = df[df["set_archs"].map(lambda a: {"resnet18", "vgg16", "lstm_lm"} & set(a) != set())].reset_index(drop=True)
@@ -339,7 +351,7 @@ def test_mps_trees_see_the_wait_features_and_time_slicing_trees_do_not():
     """Per-mode feature sets (features.model_features): the shipped MPS model's trees split on the
     co-runners' MPS wait and their DRAM p25; time-slicing's never see them (the wait made its
     placements worse, the p25 did not help)."""
-    from colopred.modeling.features import MPS_TREE_FEATURES, model_features
+    from colopred.runtime.features import MPS_TREE_FEATURES, model_features
 
     mps, ts = Predictor.default("mps"), Predictor.default("timeslice")
     assert mps.manifest["model_features"] == list(model_features("mps"))

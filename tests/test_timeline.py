@@ -11,7 +11,7 @@ import pytest
 
 from colopred.errors import InputError
 from colopred.profile import JobProfile
-from colopred.profiling.timeline import COLUMNS, read_timeline, reduce_trace, stream_overlap
+from colopred.measurement.profiling.timeline import COLUMNS, read_timeline, reduce_trace, stream_overlap
 
 from .conftest import DATA, FIXTURES
 

@@ -6,12 +6,12 @@ import pytest
 
 import torch  # noqa: E402  (the README test command installs it)
 
-from colopred.harness.campaign import Campaign  # noqa: E402
-from colopred.harness.gpu_pool import GpuWorkerPool  # noqa: E402
-from colopred.harness.plan import CampaignConfig  # noqa: E402
-from colopred.harness.reader import read_windows, slowdown_table  # noqa: E402
-from colopred.zoo.registry import ARCH_NAMES, JobSpec, parse_jobs  # noqa: E402
-from colopred.zoo.training import build  # noqa: E402
+from colopred.measurement.harness.campaign import Campaign  # noqa: E402
+from colopred.measurement.harness.gpu_pool import GpuWorkerPool  # noqa: E402
+from colopred.measurement.harness.plan import CampaignConfig  # noqa: E402
+from colopred.measurement.harness.reader import read_windows, slowdown_table  # noqa: E402
+from colopred.measurement.zoo.registry import ARCH_NAMES, JobSpec, parse_jobs  # noqa: E402
+from colopred.measurement.zoo.training import build  # noqa: E402
 
 
 @pytest.mark.parametrize("arch", ARCH_NAMES)
@@ -86,8 +86,8 @@ def test_parking_pool_runs_windows_and_records_it(tmp_path):
 
 
 def test_refill_batch_restarts_evicted_jobs_oldest_first_while_they_fit():
-    from colopred.harness.campaign import CONTEXT_OVERHEAD_GIB
-    from colopred.harness.gpu_pool import NEW_WORKER_GIB, refill_batch
+    from colopred.constants import CONTEXT_OVERHEAD_GIB
+    from colopred.measurement.harness.gpu_pool import NEW_WORKER_GIB, refill_batch
 
     peaks = {"big": 50.0, "mid": 9.4, "small": 1.4}
     assert refill_batch(["big", "mid", "small"], peaks, 12.0) == ["mid", "small"]  # big does not fit, the rest do

@@ -1,0 +1,88 @@
+"""The ``colopred`` command line (also ``python -m colopred``): a thin layer over the library.
+
+The parser is built here; each group of subcommands lives beside it (``profile_commands``,
+``measure_commands``, ``model_commands``) and imports its library code when it runs, so
+``colopred --help`` needs neither torch nor XGBoost. Errors a user can cause print one line
+(``colopred: error: FILE: problem``) and exit non-zero, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from ..errors import ColopredError
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows every option's default (where it has one) after its help text."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "%(default)" in text or action.nargs == 0:
+            return text
+        return text + " (default: %(default)s)"
+
+
+def err(msg: str) -> None:
+    print(f"colopred: error: {msg}", file=sys.stderr)
+
+
+class Log:
+    """Progress lines on stderr, at three levels: ``-q`` (errors only), normal (steps), ``-v`` (details)."""
+
+    def __init__(self, verbosity: int = 1):
+        self.verbosity = verbosity
+
+    def __call__(self, msg: str) -> None:
+        if self.verbosity >= 1:
+            print(msg, file=sys.stderr, flush=True)
+
+    def detail(self, msg: str) -> None:
+        if self.verbosity >= 2:
+            print(msg, file=sys.stderr, flush=True)
+
+
+def add_verbosity(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-v", "--verbose", action="store_true", help="more progress detail")
+    g.add_argument("-q", "--quiet", action="store_true", help="no progress lines, errors only")
+
+
+def log_of(a: argparse.Namespace) -> Log:
+    return Log(0 if getattr(a, "quiet", False) else 2 if getattr(a, "verbose", False) else 1)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+    from . import measure_commands, model_commands, profile_commands
+
+    ap = argparse.ArgumentParser(prog="colopred", formatter_class=HelpFormatter,
+                                 description="Predict how much training jobs slow each other down when they share one GPU.")
+    ap.add_argument("--version", action="version", version=f"colopred {__version__}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    profile_commands.add_commands(sub)
+    measure_commands.add_commands(sub)
+    model_commands.add_commands(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    a = ap.parse_args(argv)
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        return a.func(a) or 0
+    except ColopredError as e:
+        err(str(e))
+        return e.exit_code
+    except KeyboardInterrupt:
+        err("interrupted; completed windows are saved (continue with --resume)" if a.command == "measure" else "interrupted")
+        return 130
+    except BrokenPipeError:
+        return 1

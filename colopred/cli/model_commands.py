@@ -1,0 +1,101 @@
+"""``colopred predict``, ``train`` and ``evaluate`` (XGBoost is imported when they run)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+
+from ..constants import MODES
+from ..errors import ColopredError
+
+
+def _modes(text: str) -> tuple[str, ...]:
+    """``--modes``: a comma-separated list of known modes."""
+    modes = tuple(m.strip() for m in text.split(",") if m.strip())
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise ColopredError(f"--modes: unknown mode {unknown[0] if unknown else text!r} (known: {', '.join(MODES)})")
+    return modes
+
+
+def cmd_predict(a) -> int:
+    from ..profile import load_profiles
+    from ..runtime.predictor import Predictor
+
+    if len(a.profiles) < 2:
+        raise ColopredError("predict needs at least two profiles")
+    profiles = load_profiles(a.profiles)
+    names = [p.name for p in profiles]
+    if len(set(names)) != len(names):
+        raise ColopredError("two profiles have the same job name; give each job once")
+    pred = Predictor.load(a.model) if a.model else Predictor.default(a.mode)
+    if pred.mode != a.mode:
+        raise ColopredError(f"{a.model}: model is for mode {pred.mode!r}, not {a.mode!r}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = pred.predict(profiles)
+    notes = [str(x.message) for x in caught]
+    for n in notes:
+        print(f"colopred: warning: {n}", file=sys.stderr)
+    if a.json:
+        print(json.dumps({**result.to_dict(), "warnings": notes}, indent=1))
+    else:
+        print(result.summary())
+    return 0
+
+
+def cmd_train(a) -> int:
+    from ..research.training import train
+    from . import log_of
+
+    paths = train(a.data, a.out, modes=_modes(a.modes), with_metrics=not a.no_metrics, log=log_of(a))
+    if not paths:
+        raise ColopredError(f"{a.data}: no model trained (no measurements)")
+    return 0
+
+
+def cmd_evaluate(a) -> int:
+    from ..research.dataset import load_dataset
+    from ..research.evaluation import evaluate
+    from . import log_of
+
+    log = log_of(a)
+    modes = _modes(a.modes)
+    log(f"reading {a.data}")
+    ds = load_dataset(a.data)
+    table = evaluate(ds, a.out, modes=modes, log=log)
+    cols = ["mode", "split", "method", "slowdown_mape_pct", "delta_mae", "pays_off_agreement_pct", "partner_rank_corr"]
+    print(table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if a.out:
+        log(f"report written to {a.out}/report.md")
+    return 0
+
+
+def add_commands(sub) -> None:
+    from . import HelpFormatter, add_verbosity
+
+    p = sub.add_parser("predict", help="predict the slowdown of jobs sharing one GPU", formatter_class=HelpFormatter,
+                       description="Predict each job's slowdown, δ and normalised throughput when the profiled jobs share one GPU.")
+    p.add_argument("profiles", nargs="+", help="profile JSON files (colopred profile ...), two or more")
+    p.add_argument("--mode", choices=MODES, required=True, help="sharing mode")
+    p.add_argument("--model", help="model manifest (default: the shipped H100 model of --mode)")
+    p.add_argument("--json", action="store_true", help="machine-readable output (with any warnings)")
+    p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("train", help="train models on a dataset folder (profiles + campaigns)", formatter_class=HelpFormatter,
+                       description="Fit one model per mode on a dataset folder and write OUT-MODE.json with its model files.")
+    p.add_argument("--data", required=True, help="dataset folder: profiles/ncu/*.json and campaigns/*/windows.jsonl")
+    p.add_argument("--out", required=True, help="output stem: writes OUT-MODE.json, OUT-MODE.point.ubj, OUT-MODE.interval.ubj")
+    p.add_argument("--modes", default=",".join(MODES), help="modes to train, comma separated")
+    p.add_argument("--no-metrics", action="store_true", help="skip the cross-validated metrics in the manifest")
+    add_verbosity(p)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("evaluate", help="cross-validated evaluation against baselines, with a report", formatter_class=HelpFormatter,
+                       description="Cross-validate colopred and the baselines on a dataset; with --out, write report.md and plots.")
+    p.add_argument("--data", default="datasets/h100", help="dataset folder")
+    p.add_argument("--out", help="folder for report.md, metrics.csv and figures")
+    p.add_argument("--modes", default=",".join(MODES), help="modes to evaluate, comma separated")
+    add_verbosity(p)
+    p.set_defaults(func=cmd_evaluate)

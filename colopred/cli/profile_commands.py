@@ -1,0 +1,192 @@
+"""``colopred profile ...``: turn a report into a profile, show, re-time, set the stream overlap, profile on a GPU."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from ..errors import ColopredError
+
+
+def cmd_ncu(a) -> int:
+    from ..measurement.profiling.ncu_csv import read_ncu_csv
+    from ..measurement.profiling.ncu_profile import profile_from_ncu
+    from . import log_of
+
+    report = read_ncu_csv(a.report, process_id=a.process, device=a.device)
+    p = profile_from_ncu(report, name=a.name, iteration_ms=a.iter_ms, iterations=a.iterations, peak_memory_gib=a.mem_gib,
+                         meta={"ncu_report": Path(a.report).name})
+    p.to_json(a.output)
+    log_of(a)(f"wrote {a.output}: M = {p.dram_util_pct:.2f} %, occupancy = {p.achieved_occupancy_pct:.2f} %, "
+              f"busy = {p.busy_fraction:.3f}, {p.kernels_per_iteration:.0f} kernels/iteration")
+    return 0
+
+
+def cmd_show(a) -> int:
+    from ..profile import JobProfile
+
+    for path in a.profiles:
+        p = JobProfile.from_json(path)
+        print(json.dumps(p.to_dict(), indent=2) if a.json else p.summary())
+    return 0
+
+
+def cmd_retime(a) -> int:
+    from ..profile import JobProfile
+    from . import log_of
+
+    p = JobProfile.from_json(a.profile)
+    try:
+        r = p.retimed(a.iter_ms)
+    except ValueError as e:
+        raise ColopredError(f"{a.profile}: --iter-ms: {e}") from None
+    r.to_json(a.output)
+    log_of(a)(f"wrote {a.output}: {p.name} re-timed from {p.iteration_ms:.2f} ms to {r.iteration_ms:.2f} ms per iteration, "
+              f"busy fraction {p.busy_fraction:.3f} -> {r.busy_fraction:.3f}")
+    return 0
+
+
+def cmd_overlap(a) -> int:
+    from ..measurement.profiling.timeline import overlap_of
+    from ..profile import JobProfile
+    from . import log_of
+
+    p = JobProfile.from_json(a.profile)
+    overlap = overlap_of(a.timeline)
+    replace(p, stream_overlap=overlap).to_json(a.output)
+    log_of(a)(f"wrote {a.output}: {p.name} stream overlap {overlap:.3f} (kernel time / time a kernel runs, from {a.timeline})")
+    return 0
+
+
+def _target_command(a) -> tuple[list[str], str]:
+    from ..measurement.profiling.runner import zoo_command
+
+    if a.zoo and a.cmd:
+        raise ColopredError("give either --zoo JOB or a command after --, not both")
+    if a.zoo:
+        from ..measurement.zoo.registry import JobSpec
+
+        try:
+            spec = JobSpec.parse(a.zoo)
+        except ValueError as e:
+            raise ColopredError(str(e)) from None
+        return zoo_command(spec.name), a.name or spec.name
+    cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
+    if not cmd:
+        raise ColopredError("no command to profile: give --zoo JOB or `-- COMMAND ...`")
+    if not a.name:
+        raise ColopredError("--name is required when profiling a command")
+    return cmd, a.name
+
+
+def cmd_run(a) -> int:
+    from ..measurement.profiling.runner import profile_command
+    from . import log_of
+
+    cmd, name = _target_command(a)
+    log = log_of(a)
+    p = profile_command(cmd, name=name, iterations=a.iterations, warmup=a.warmup, replay_mode=a.replay_mode,
+                        metric_set=a.metric_set, keep_csv=Path(a.keep_csv) if a.keep_csv else None, log=log)
+    p.to_json(a.output)
+    log(f"wrote {a.output}")
+    return 0
+
+
+def cmd_nvml(a) -> int:
+    from ..measurement.profiling.runner import profile_command_gpm
+    from . import log_of
+
+    cmd, name = _target_command(a)
+    p = profile_command_gpm(cmd, name=name, warmup=a.warmup, timing_iters=a.timing_iters, interval_s=a.interval)
+    p.to_json(a.output)
+    log_of(a)(f"wrote {a.output}")
+    return 0
+
+
+def cmd_timeline(a) -> int:  # pragma: no cover - GPU
+    from ..measurement.profiling.timeline import capture
+    from . import log_of
+
+    try:
+        from ..measurement.zoo.registry import JobSpec
+
+        job = JobSpec.parse(a.zoo).name
+    except ValueError as e:
+        raise ColopredError(str(e)) from None
+    m = capture(job, a.out, a.iterations, a.warmup, a.keep_trace)
+    plain = sum(m["iter_ms_plain"]) / len(m["iter_ms_plain"])
+    traced = sum(m["iter_ms_traced"]) / len(m["iter_ms_traced"])
+    log_of(a)(f"{job}: {m['kernels']} kernels in {m['iterations']} iterations, {plain:.2f} ms plain, {traced:.2f} ms traced")
+    return 0
+
+
+def add_commands(sub) -> None:
+    from . import HelpFormatter, add_verbosity
+
+    prof = sub.add_parser("profile", help="profile a job alone on the GPU, or turn a report into a profile", formatter_class=HelpFormatter)
+    psub = prof.add_subparsers(dest="profile_command", required=True, metavar="SUBCOMMAND")
+
+    def parser(name: str, helptext: str) -> argparse.ArgumentParser:
+        p = psub.add_parser(name, help=helptext, description=helptext, formatter_class=HelpFormatter)
+        add_verbosity(p)
+        return p
+
+    p = parser("ncu", "turn an `ncu --csv --page raw` report into a profile")
+    p.add_argument("report", help="ncu CSV report (plain or .gz)")
+    p.add_argument("--name", required=True, help="job name")
+    p.add_argument("--iter-ms", type=float, required=True, help="solo iteration time in milliseconds, measured without the profiler")
+    p.add_argument("--iterations", type=int, default=1, help="training iterations the report covers")
+    p.add_argument("--mem-gib", type=float, default=None, help="peak GPU memory of the job, GiB (unknown if not given)")
+    p.add_argument("--process", type=int, default=None, help="process ID to keep when the report has several")
+    p.add_argument("--device", type=int, default=None, help="device to keep when the report has several")
+    p.add_argument("-o", "--output", required=True, help="profile JSON to write")
+    p.set_defaults(func=cmd_ncu)
+
+    p = parser("show", "print profiles readably")
+    p.add_argument("profiles", nargs="+", help="profile JSON files")
+    p.add_argument("--json", action="store_true", help="print the JSON document")
+    p.set_defaults(func=cmd_show)
+
+    p = parser("retime", "re-time a profile to the job's solo iteration time on the machine where it will run")
+    p.add_argument("profile", help="profile JSON")
+    p.add_argument("--iter-ms", type=float, required=True,
+                   help="solo iteration time in milliseconds, measured alone on the target machine (kernel time is kept)")
+    p.add_argument("-o", "--output", required=True, help="profile JSON to write (may be the input)")
+    p.set_defaults(func=cmd_retime)
+
+    p = parser("overlap", "set a profile's stream overlap from the job's solo timeline")
+    p.add_argument("profile", help="profile JSON")
+    p.add_argument("--timeline", required=True,
+                   help="the job's solo timeline: a torch.profiler Chrome trace with CUDA activity (.json, .json.gz) or "
+                        "`colopred profile timeline`'s table (.csv.gz)")
+    p.add_argument("-o", "--output", required=True, help="profile JSON to write (may be the input)")
+    p.set_defaults(func=cmd_overlap)
+
+    for name, helptext in (("run", "profile a command under ncu (GPU)"), ("nvml", "profile a command with NVML GPM counters (GPU)")):
+        p = parser(name, helptext)
+        p.add_argument("--zoo", help="a zoo job to profile, e.g. resnet18-b64-fp32")
+        p.add_argument("--name", help="job name (default: the zoo job's)")
+        p.add_argument("--warmup", type=int, default=10, help="iterations before the window")
+        p.add_argument("-o", "--output", required=True, help="profile JSON to write")
+        if name == "run":
+            p.add_argument("--iterations", type=int, default=1, help="iterations profiled by ncu")
+            p.add_argument("--replay-mode", choices=("kernel", "application"), default="kernel", help="ncu replay mode")
+            p.add_argument("--metric-set", choices=("full", "minimal"), default="full",
+                           help="ncu metrics: minimal (duration, DRAM, occupancy) or full (also SM, L2, launch statistics)")
+            p.add_argument("--keep-csv", help="also keep the ncu CSV here")
+            p.set_defaults(func=cmd_run)
+        else:
+            p.add_argument("--timing-iters", type=int, default=50, help="iterations timed while sampling")
+            p.add_argument("--interval", type=float, default=0.1, help="GPM sampling interval, s")
+            p.set_defaults(func=cmd_nvml)
+        p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ... (its loop uses colopred.window.ProfileWindow)")
+
+    p = parser("timeline", "record a zoo job's solo timeline with torch.profiler (GPU)")
+    p.add_argument("--zoo", required=True, help="zoo job, e.g. lstm_lm-b64-fp32")
+    p.add_argument("--out", required=True, help="folder for JOB.timeline.csv.gz and JOB.timeline.json")
+    p.add_argument("--iterations", type=int, default=6, help="iterations timed, then traced")
+    p.add_argument("--warmup", type=int, default=8, help="iterations before timing")
+    p.add_argument("--keep-trace", action="store_true", help="also keep torch's Chrome trace (gzipped)")
+    p.set_defaults(func=cmd_timeline)

@@ -1,0 +1,233 @@
+"""Run a measurement campaign: the plan's windows, one after another, recorded as they finish.
+
+GPU work sits behind :class:`WorkerPool` (see :mod:`colopred.measurement.harness.gpu_pool` for the
+real one); tests drive the same code with fake pools.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from ...constants import CONTEXT_OVERHEAD_GIB
+from ...errors import ColopredError, InputError
+from ...runtime.outcome import fits_memory, memory_need_gib
+from .plan import CampaignConfig, WindowSpec, make_plan
+from .records import RECORD_SCHEMA, RecordWriter, iter_records, now_iso, provenance
+
+CONFIG_FILE = "campaign.json"
+RECORDS_FILE = "windows.jsonl"
+DEFAULT_ITER_MS = 200.0  # window sizing before a job's first solo window
+
+
+def summarize_iterations(iter_ms: list[float]) -> dict[str, float | int]:
+    """Mean, median, spread of iteration times (ms)."""
+    if not iter_ms:
+        return {"iterations": 0}
+    return {
+        "iterations": len(iter_ms),
+        "mean_ms": statistics.fmean(iter_ms),
+        "median_ms": statistics.median(iter_ms),
+        "std_ms": statistics.pstdev(iter_ms) if len(iter_ms) > 1 else 0.0,
+        "min_ms": min(iter_ms),
+        "max_ms": max(iter_ms),
+    }
+
+
+class WorkerPool(Protocol):
+    """Runs windows for one mode. ``run_window`` returns (per-job results, GPM metrics)."""
+
+    gpu_name: str | None
+    driver: str | None
+    memory_gib: float
+
+    def run_window(
+        self, jobs: tuple[str, ...], duration_s: float, warmup_s: float
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, float] | None]: ...
+
+    def close(self) -> None: ...
+
+
+PoolFactory = Callable[[str, tuple[str, ...]], WorkerPool]
+
+
+@dataclass
+class Progress:
+    """A one-line progress bar with an estimate of the time left (stderr)."""
+
+    total: int
+    done: int = 0
+    stream: Any = sys.stderr
+    _t0: float = 0.0
+    _n0: int = 0
+
+    def start(self, already: int) -> None:
+        self.done = already
+        self._n0 = already
+        self._t0 = time.monotonic()
+        self.show("")
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        self.show(label)
+
+    def show(self, label: str) -> None:
+        if self.stream is None:
+            return
+        frac = self.done / self.total if self.total else 1.0
+        ran = self.done - self._n0
+        elapsed = time.monotonic() - self._t0
+        eta = "?" if ran == 0 else _fmt_s(elapsed / ran * (self.total - self.done))
+        bar = "#" * int(frac * 24)
+        self.stream.write(f"\r[{bar:<24}] {self.done}/{self.total} windows, {_fmt_s(elapsed)} elapsed, ~{eta} left  {label[:50]:<50}")
+        if self.done >= self.total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def _fmt_s(s: float) -> str:
+    s = int(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+class Campaign:
+    """A campaign stored in ``out_dir``: ``campaign.json`` (settings) and ``windows.jsonl`` (records)."""
+
+    def __init__(self, out_dir: str | Path, config: CampaignConfig | None = None, *, resume: bool = False):
+        self.out_dir = Path(out_dir)
+        cfg_path = self.out_dir / CONFIG_FILE
+        if cfg_path.exists():
+            stored = CampaignConfig.from_dict(json.loads(cfg_path.read_text()))
+            if not resume:
+                raise InputError(cfg_path, "a campaign already exists here; add --resume to continue it, or pick a new --out")
+            if config is not None and config != stored:
+                raise InputError(cfg_path, "--resume with settings that differ from the stored campaign's")
+            config = stored
+        elif resume:
+            raise InputError(cfg_path, "nothing to resume: no campaign in this directory")
+        if config is None:
+            raise ColopredError("no campaign settings given")
+        self.config = config
+        self.plan = make_plan(config)
+        self.records_path = self.out_dir / RECORDS_FILE
+        self.run_id: str | None = None  # set by run(): one per invocation
+
+    def done_ids(self) -> set[str]:
+        if not self.records_path.exists():
+            return set()
+        return {r["window_id"] for r in iter_records(self.records_path)}
+
+    def _solo_state(self) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float]]:
+        """Latest solo iteration ms and peak memory per (mode, job) from the records."""
+        iter_ms: dict[tuple[str, str], float] = {}
+        mem: dict[tuple[str, str], float] = {}
+        if self.records_path.exists():
+            for r in iter_records(self.records_path):
+                if r.get("kind") == "solo" and r.get("status") == "ok":
+                    j = r["jobs"][0]
+                    res = r["results"][j]
+                    iter_ms[(r["mode"], j)] = res["mean_ms"]
+                    if res.get("peak_memory_gib") is not None:
+                        mem[(r["mode"], j)] = res["peak_memory_gib"]
+        return iter_ms, mem
+
+    def window_seconds(self, w: WindowSpec, solo_ms: dict[tuple[str, str], float]) -> tuple[float, float]:
+        """(window length, warm-up) in s: long enough for each member to finish ``min_iters``
+        iterations after the warm-up, assuming a collocated iteration takes at most n x solo."""
+        cfg = self.config
+        n = len(w.jobs)
+        est_ms = max(solo_ms.get((w.mode, j), DEFAULT_ITER_MS) for j in w.jobs) * (n if w.kind == "colo" else 1)
+        warmup = max(cfg.warmup_s, 2 * est_ms / 1e3)
+        body = max(cfg.min_window_s, (cfg.min_iters + 1) * est_ms / 1e3)
+        return min(warmup + body, cfg.max_window_s), warmup
+
+    def run(self, pool_factory: PoolFactory, *, progress: Progress | None = None, log: Callable[[str], None] = lambda s: None) -> int:
+        """Run every window not yet recorded. Returns the number of windows run now."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        cfg_path = self.out_dir / CONFIG_FILE
+        if not cfg_path.exists():
+            self.config.save(cfg_path)
+        done = self.done_ids()
+        pending = [w for w in self.plan if w.window_id not in done]
+        if progress is not None:
+            progress.total = len(self.plan)
+            progress.start(len(self.plan) - len(pending))
+        solo_ms, solo_mem = self._solo_state()
+        self.run_id = uuid.uuid4().hex[:12]  # one per invocation: a resume starts a new run (and segment)
+        ran = 0
+        with RecordWriter(self.records_path) as writer:
+            for mode in self.config.modes:
+                todo = [w for w in pending if w.mode == mode]
+                if not todo:
+                    continue
+                log(f"mode {mode}: {len(todo)} windows to run")
+                pool = pool_factory(mode, self.config.jobs)
+                # Pools that size their memory use get the peaks measured so far (any mode).
+                hints = getattr(pool, "peak_seen_gib", None)
+                if isinstance(hints, dict):
+                    for (_, j), gib in solo_mem.items():
+                        hints[j] = max(hints.get(j, 0.0), gib)
+                try:
+                    for w in todo:
+                        rec = self._run_one(w, pool, solo_ms, solo_mem)
+                        writer.append(rec)
+                        ran += 1
+                        if progress is not None:
+                            progress.step(f"{w.kind} {'+'.join(w.jobs)}: {rec['status']}")
+                finally:
+                    pool.close()
+        return ran
+
+    def _run_one(self, w: WindowSpec, pool: WorkerPool, solo_ms, solo_mem) -> dict[str, Any]:
+        duration, warmup = self.window_seconds(w, solo_ms)
+        rec: dict[str, Any] = {
+            "schema": RECORD_SCHEMA,
+            "window_id": w.window_id,
+            "mode": w.mode,
+            "kind": w.kind,
+            "jobs": list(w.jobs),
+            "repeat": w.repeat,
+            "started_at": now_iso(),
+            "window_s": round(duration, 3),
+            "warmup_s": round(warmup, 3),
+            "provenance": provenance(w.mode, pool.gpu_name, pool.driver, getattr(pool, "gpu_uuid", None)),
+            "park_idle": bool(getattr(pool, "park_idle", False)),  # idle workers' state kept in host memory
+            "run_id": self.run_id,
+        }
+        if w.kind == "colo":
+            need = [solo_mem.get((w.mode, j)) for j in w.jobs]
+            if all(x is not None for x in need):
+                total = memory_need_gib(need)
+                if not fits_memory(total, pool.memory_gib):
+                    rec.update(
+                        status="infeasible",
+                        reason=f"needs ~{total:.1f} GiB (solo peaks + {CONTEXT_OVERHEAD_GIB} GiB/process), GPU has {pool.memory_gib:.1f} GiB",
+                        results={},
+                        gpm=None,
+                    )
+                    return rec
+        t0 = time.monotonic()
+        results, gpm = pool.run_window(w.jobs, duration, warmup)
+        rec["wall_s"] = round(time.monotonic() - t0, 3)
+        rec["results"] = results
+        rec["gpm"] = gpm
+        statuses = {r.get("status") for r in results.values()}
+        if statuses == {"ok"} and all(r.get("iterations", 0) >= 2 for r in results.values()):
+            rec["status"] = "ok"
+            rec["reason"] = None
+        else:
+            bad = {j: r.get("error") or r.get("status") for j, r in results.items() if r.get("status") != "ok" or r.get("iterations", 0) < 2}
+            rec["status"] = "oom" if "oom" in statuses else "failed"
+            rec["reason"] = "; ".join(f"{j}: {e or 'too few iterations'}" for j, e in bad.items())
+        if rec["status"] == "ok" and w.kind == "solo":
+            j = w.jobs[0]
+            solo_ms[(w.mode, j)] = results[j]["mean_ms"]
+            if results[j].get("peak_memory_gib") is not None:
+                solo_mem[(w.mode, j)] = results[j]["peak_memory_gib"]
+        return rec

@@ -1,0 +1,143 @@
+"""The schedule of a measurement campaign: which windows run, in which order.
+
+The plan is a pure function of the campaign settings, so a resumed campaign rebuilds
+exactly the same window IDs and skips those already recorded.
+
+Per mode the plan is: one solo window per job (baselines, also used to size windows),
+then the collocated windows in a seeded random order with one solo window interleaved
+after every ``solo_every`` of them (rotating through the jobs of the sets just measured,
+so every slowdown has solo times measured nearby), repeats of a fraction of the sets
+(for the noise of collocated windows), and a closing solo window per job.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ...constants import MODES
+from ...errors import InputError
+
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    window_id: str
+    mode: str
+    kind: str  # "solo" | "colo"
+    jobs: tuple[str, ...]
+    repeat: int = 0
+
+
+@dataclass(frozen=True)
+class CampaignConfig:
+    jobs: tuple[str, ...]
+    sets: tuple[tuple[str, ...], ...]
+    modes: tuple[str, ...]
+    seed: int = 0
+    solo_every: int = 3
+    repeat_frac: float = 0.1
+    min_iters: int = 12
+    min_window_s: float = 1.5
+    max_window_s: float = 20.0
+    warmup_s: float = 0.4
+
+    def __post_init__(self):
+        for m in self.modes:
+            if m not in MODES:
+                raise ValueError(f"unknown mode {m!r} (use {' or '.join(MODES)})")
+        known = set(self.jobs)
+        for s in self.sets:
+            if len(s) < 2:
+                raise ValueError(f"a collocation set needs at least 2 jobs: {'+'.join(s)}")
+            if len(set(s)) != len(s):
+                raise ValueError(f"a set lists a job twice: {'+'.join(s)}")
+            missing = [j for j in s if j not in known]
+            if missing:
+                raise ValueError(f"set {'+'.join(s)} uses job(s) not in --jobs: {', '.join(missing)}")
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["jobs"] = list(self.jobs)
+        d["sets"] = ["+".join(s) for s in self.sets]
+        d["modes"] = list(self.modes)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CampaignConfig":
+        d = dict(d)
+        d["jobs"] = tuple(d["jobs"])
+        d["sets"] = tuple(tuple(s.split("+")) for s in d["sets"])
+        d["modes"] = tuple(d["modes"])
+        return cls(**d)
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        os.replace(tmp, path)
+
+
+def expand_sets(spec: str, jobs: list[str], *, max_sets: int | None = None, seed: int = 0) -> list[tuple[str, ...]]:
+    """``pairs``, ``triples``, ``pairs+triples`` (all combinations of the jobs), or a file
+    with one set per line (jobs joined by ``+`` or ``,``; ``#`` comments).
+    ``max_sets`` keeps a seeded random sample of each size."""
+    sizes = {"pairs": [2], "triples": [3], "pairs+triples": [2, 3]}
+    if spec in sizes:
+        out: list[tuple[str, ...]] = []
+        rng = random.Random(seed)
+        for k in sizes[spec]:
+            combos = [tuple(sorted(c)) for c in itertools.combinations(sorted(jobs), k)]
+            if max_sets is not None and len(combos) > max_sets:
+                combos = sorted(rng.sample(combos, max_sets))
+            out += combos
+        return out
+    path = Path(spec)
+    if not path.exists():
+        raise InputError(path, "no such sets file (use pairs, triples, pairs+triples or a file of sets)")
+    out = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        members = tuple(sorted(x.strip() for x in line.replace(",", "+").split("+") if x.strip()))
+        if len(members) < 2:
+            raise InputError(path, f"line {n}: a set needs at least two jobs")
+        out.append(members)
+    if not out:
+        raise InputError(path, "no sets in file")
+    return out
+
+
+def make_plan(cfg: CampaignConfig) -> list[WindowSpec]:
+    """Deterministic window schedule for ``cfg`` (see module docstring)."""
+    plan: list[WindowSpec] = []
+    n = 0
+
+    def add(mode: str, kind: str, jobs: tuple[str, ...], repeat: int = 0) -> None:
+        nonlocal n
+        wid = f"{mode}:{n:05d}:{kind}:{'+'.join(jobs)}:r{repeat}"
+        plan.append(WindowSpec(wid, mode, kind, jobs, repeat))
+        n += 1
+
+    for mode in cfg.modes:
+        rng = random.Random(f"{cfg.seed}:{mode}")
+        sets = list(cfg.sets)
+        rng.shuffle(sets)
+        n_rep = round(cfg.repeat_frac * len(sets))
+        repeats = rng.sample(sets, n_rep) if n_rep else []
+        order = [(s, 0) for s in sets] + [(s, 1) for s in repeats]
+        for j in cfg.jobs:
+            add(mode, "solo", (j,))
+        rotation: list[str] = []
+        for i, (s, rep) in enumerate(order, 1):
+            add(mode, "colo", s, rep)
+            rotation.extend(j for j in s if j not in rotation)
+            if cfg.solo_every and i % cfg.solo_every == 0 and rotation:
+                add(mode, "solo", (rotation.pop(0),), repeat=i)
+        for j in cfg.jobs:
+            add(mode, "solo", (j,), repeat=len(order) + 1)
+    return plan

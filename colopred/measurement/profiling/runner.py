@@ -1,0 +1,160 @@
+"""Profile a training command on the GPU (``colopred profile run`` / ``profile nvml``).
+
+The command marks its loop with :class:`colopred.window.ProfileWindow` (zoo jobs do).
+``profile run`` makes two runs: one without any profiler, timing iterations (solo
+iteration time, peak memory); one under ``ncu`` over a bounded window of iterations.
+``profile nvml`` makes one timed run while sampling GPM counters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...errors import GpuError, InputError
+from ...gpu import GpuInfo
+from ...profile import JobProfile
+from .ncu_csv import NCU_METRICS, REQUIRED_METRICS, read_ncu_csv
+from .ncu_profile import profile_from_ncu
+from .nvml_profile import profile_from_gpm
+
+METRIC_SETS = {"full": NCU_METRICS, "minimal": list(REQUIRED_METRICS)}
+REPLAY_MODES = ("kernel", "application")
+
+
+def zoo_command(job: str) -> list[str]:
+    return [sys.executable, "-m", "colopred.measurement.zoo.run", job]
+
+
+@dataclass
+class TimedRun:
+    iter_ms: list[float]
+    peak_memory_gib: float | None
+    gpu_name: str | None
+    window_start: float
+    window_end: float
+    wall_s: float
+
+    @property
+    def iteration_ms(self) -> float:
+        return sum(self.iter_ms) / len(self.iter_ms)
+
+
+def _window_env(mode: str, warmup: int, iters: int, result: Path) -> dict[str, str]:
+    return {**os.environ, "COLOPRED_WINDOW": mode, "COLOPRED_WARMUP": str(warmup), "COLOPRED_ITERS": str(iters),
+            "COLOPRED_RESULT": str(result), "COLOPRED_EXIT": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def _read_result(result: Path, cmd: list[str], proc: subprocess.CompletedProcess) -> dict[str, Any]:
+    if not result.exists() or result.stat().st_size == 0:
+        tail = (proc.stderr or "")[-400:].strip().replace("\n", " | ")
+        raise GpuError(
+            f"{' '.join(cmd)!r} exited with code {proc.returncode} without finishing its profile window "
+            f"(does the loop use colopred.window.ProfileWindow?) {tail}"
+        )
+    return json.loads(result.read_text())
+
+
+def run_timed(cmd: list[str], *, warmup: int = 10, iters: int = 30, timeout: float = 900) -> TimedRun:
+    """Run ``cmd`` without a profiler and time ``iters`` iterations after ``warmup``."""
+    with tempfile.TemporaryDirectory() as d:
+        result = Path(d) / "window.json"
+        t0 = time.monotonic()
+        p = subprocess.run(cmd, env=_window_env("time", warmup, iters, result), capture_output=True, text=True, timeout=timeout)
+        r = _read_result(result, cmd, p)
+    if not r["iter_ms"]:
+        raise GpuError(f"{' '.join(cmd)!r}: no iterations were timed")
+    return TimedRun(r["iter_ms"], r.get("peak_memory_gib"), r.get("gpu_name"), r["window_start"], r["window_end"], time.monotonic() - t0)
+
+
+def ncu_command(cmd: list[str], *, metrics: list[str], replay_mode: str = "kernel", ncu: str = "ncu") -> list[str]:
+    """The ncu invocation colopred uses (clocks and caches left alone)."""
+    if replay_mode not in REPLAY_MODES:
+        raise ValueError(f"replay mode must be one of {REPLAY_MODES}")
+    return [ncu, "--clock-control", "none", "--cache-control", "none", "--profile-from-start", "off",
+            "--replay-mode", replay_mode, "--target-processes", "all", "--metrics", ",".join(metrics),
+            "--csv", "--page", "raw", *cmd]
+
+
+def run_ncu(cmd: list[str], csv_path: Path, *, warmup: int = 10, iters: int = 1, metrics: list[str] | None = None,
+            replay_mode: str = "kernel", ncu: str = "ncu", timeout: float = 1800) -> float:
+    """Run ``cmd`` under ncu over ``iters`` iterations; the CSV goes to ``csv_path``. Returns wall seconds."""
+    if shutil.which(ncu) is None:
+        raise GpuError(f"{ncu} (Nsight Compute) is not on PATH")
+    full = ncu_command(cmd, metrics=metrics or NCU_METRICS, replay_mode=replay_mode, ncu=ncu)
+    with tempfile.TemporaryDirectory() as d:
+        result = Path(d) / "window.json"
+        t0 = time.monotonic()
+        with open(csv_path, "w") as out:
+            p = subprocess.run(full, env=_window_env("ncu", warmup, iters, result), stdout=out, stderr=subprocess.PIPE,
+                               text=True, timeout=timeout)
+        wall = time.monotonic() - t0
+        _read_result(result, cmd, p)
+    return wall
+
+
+def profile_command(cmd: list[str], *, name: str, iterations: int = 1, warmup: int = 10, timing_iters: int = 30,
+                    replay_mode: str = "kernel", metric_set: str = "full", keep_csv: Path | None = None,
+                    meta: dict[str, Any] | None = None, log=lambda s: None) -> JobProfile:
+    """Timed run + ncu run of ``cmd`` -> ``JobProfile`` (source ``ncu``)."""
+    timed = run_timed(cmd, warmup=warmup, iters=timing_iters)
+    log(f"{name}: solo iteration {timed.iteration_ms:.2f} ms, peak {timed.peak_memory_gib or 0:.2f} GiB ({timed.wall_s:.1f} s)")
+    with tempfile.TemporaryDirectory() as d:
+        csv_path = keep_csv or Path(d) / "report.csv"
+        wall = run_ncu(cmd, csv_path, warmup=warmup, iters=iterations, metrics=METRIC_SETS[metric_set], replay_mode=replay_mode)
+        log(f"{name}: ncu ({replay_mode} replay, {metric_set} metrics) took {wall:.1f} s")
+        report = read_ncu_csv(csv_path)
+    m = {"command": cmd, "ncu_wall_s": wall, "ncu_replay_mode": replay_mode, "ncu_metric_set": metric_set,
+         "timing_iterations": len(timed.iter_ms), "iteration_ms_median": sorted(timed.iter_ms)[len(timed.iter_ms) // 2],
+         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **(meta or {})}
+    return profile_from_ncu(report, name=name, iteration_ms=timed.iteration_ms, iterations=iterations,
+                            peak_memory_gib=timed.peak_memory_gib, meta=m)
+
+
+def profile_command_gpm(cmd: list[str], *, name: str, warmup: int = 10, timing_iters: int = 50, interval_s: float = 0.1,
+                        meta: dict[str, Any] | None = None) -> JobProfile:
+    """One timed run of ``cmd`` while sampling GPM every ``interval_s`` -> ``JobProfile`` (source ``nvml``)."""
+    from ..nvml import Nvml
+
+    nv = Nvml(0)
+    if not nv.gpm_supported:
+        raise GpuError(f"{nv.gpu_name} does not support GPM metrics (Hopper or newer needed)")
+    samples: list[tuple[float, Any]] = []
+    stop = threading.Event()
+
+    def sampler():
+        while not stop.is_set():
+            samples.append((time.time(), nv.sample()))
+            stop.wait(interval_s)
+
+    th = threading.Thread(target=sampler, daemon=True)
+    th.start()
+    try:
+        timed = run_timed(cmd, warmup=warmup, iters=timing_iters)
+    finally:
+        stop.set()
+        th.join()
+    inside = [(t, s) for t, s in samples if timed.window_start <= t <= timed.window_end]
+    intervals = []
+    for (t1, s1), (t2, s2) in zip(inside, inside[1:]):
+        intervals.append({"seconds": t2 - t1, **nv.metrics(s1, s2)})
+    for _, s in samples:
+        nv.free(s)
+    gpu = GpuInfo.from_name(nv.gpu_name, sm_count=nv.sm_count, memory_gib=nv.memory_gib)
+    nv.close()
+    m = {"command": cmd, "gpm_interval_s": interval_s, "timing_iterations": len(timed.iter_ms),
+         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **(meta or {})}
+    try:
+        return profile_from_gpm(intervals, name=name, gpu=gpu, iteration_ms=timed.iteration_ms, iterations=len(timed.iter_ms),
+                                peak_memory_gib=timed.peak_memory_gib, meta=m)
+    except ValueError as e:
+        raise InputError(None, f"{name}: {e}") from None

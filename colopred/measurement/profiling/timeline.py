@@ -1,0 +1,147 @@
+"""Solo timeline of a zoo job: when the host launched each kernel and when the GPU ran it.
+
+``colopred profile timeline --zoo JOB --out DIR`` (GPU side) runs JOB's training loop as
+``colopred measure`` does (one step, then a device synchronisation, per iteration), times
+``--iterations`` iterations without a profiler, then records as many under ``torch.profiler``
+with CUDA activity only (CUPTI: the runtime API calls on the host and the kernels, copies and
+sets on the GPU; no per-operator host events, which would slow a launch-bound job), and writes
+
+  DIR/JOB.timeline.csv.gz   one row per event (:data:`COLUMNS`), times in µs from the first event
+  DIR/JOB.timeline.json     job, iteration times with and without the profiler, versions
+
+:func:`reduce_trace` turns torch's Chrome trace into those rows; it is pure and tested on the
+CPU with a recorded trace. Where the host is ahead of the GPU (a kernel waits in the queue)
+and where the GPU waits for the host (a launch-bound job) is what the ncu report cannot say.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...errors import InputError
+
+# kind: kernel | memcpy | memset (GPU), runtime | driver (host API calls)
+COLUMNS = ("kind", "name", "start_us", "dur_us", "correlation", "stream")
+_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_runtime": "runtime",
+          "cuda_driver": "driver"}
+NAME_CHARS = 80
+
+
+def reduce_trace(trace: dict[str, Any]) -> pd.DataFrame:
+    """Rows of :data:`COLUMNS` from a torch.profiler Chrome trace (``traceEvents`` complete events
+    of the categories in ``_KINDS``), sorted by start, start times relative to the earliest."""
+    rows = []
+    for e in trace.get("traceEvents", []):
+        kind = _KINDS.get(e.get("cat"))
+        if kind is None or e.get("ph") != "X":
+            continue
+        args = e.get("args", {})
+        rows.append((kind, str(e.get("name", ""))[:NAME_CHARS], float(e["ts"]), float(e.get("dur", 0.0)),
+                     int(args.get("correlation", -1)), int(args.get("stream", -1))))
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    if len(df):
+        df["start_us"] -= df["start_us"].min()
+        df = df.sort_values(["start_us", "kind"], kind="stable").reset_index(drop=True)
+    return df
+
+
+def stream_overlap(timeline: pd.DataFrame) -> float:
+    """JobProfile.stream_overlap: Σ kernel durations / length of the union of the kernels'
+    [start, end) intervals (the time at least one kernel runs). 1 for a job whose kernels never
+    overlap (one stream); up to the number of streams running at once."""
+    k = timeline[timeline["kind"] == "kernel"]
+    if k.empty:
+        raise ValueError("the timeline holds no kernel")
+    order = np.argsort(k["start_us"].to_numpy(), kind="stable")
+    start = k["start_us"].to_numpy(float)[order]
+    end = start + k["dur_us"].to_numpy(float)[order]
+    reach = np.maximum.accumulate(end)
+    new = np.r_[True, start[1:] > reach[:-1]]  # a kernel that starts after every earlier one ended
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:] - 1, len(start) - 1]
+    union = float(np.sum(reach[last] - start[first]))
+    return float(max(1.0, (end - start).sum() / union)) if union > 0 else 1.0
+
+
+def read_timeline(path: str | Path) -> pd.DataFrame:
+    """A ``JOB.timeline.csv.gz`` back as a DataFrame of :data:`COLUMNS`."""
+    df = pd.read_csv(path)
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(path, f"not a colopred timeline (missing columns {', '.join(missing)})")
+    return df
+
+
+def load_timeline(path: str | Path) -> pd.DataFrame:
+    """A timeline from ``path``: a colopred table (``*.csv`` or ``*.csv.gz``) or a torch.profiler Chrome
+    trace (``*.json`` or ``*.json.gz``, from ``prof.export_chrome_trace`` with CUDA activity), reduced by
+    :func:`reduce_trace`. Raises InputError naming the file if it is unreadable or holds no GPU kernel."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, "no such file")
+    name = path.name.lower()
+    if name.endswith((".json", ".json.gz")):
+        try:
+            opener = gzip.open if name.endswith(".gz") else open
+            with opener(path, "rt") as f:
+                trace = json.load(f)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise InputError(path, f"not a readable Chrome trace ({e.__class__.__name__})") from None
+        if not isinstance(trace, dict) or "traceEvents" not in trace:
+            raise InputError(path, "not a Chrome trace (no traceEvents)")
+        df = reduce_trace(trace)
+    elif name.endswith((".csv", ".csv.gz")):
+        try:
+            df = read_timeline(path)
+        except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+            raise InputError(path, f"not a readable timeline table ({e.__class__.__name__})") from None
+    else:
+        raise InputError(path, "expected a colopred timeline (.csv, .csv.gz) or a torch.profiler trace (.json, .json.gz)")
+    if not (df["kind"] == "kernel").any():
+        raise InputError(path, "no GPU kernel in the timeline (trace with torch.profiler's CUDA activity)")
+    return df
+
+
+def overlap_of(path: str | Path) -> float:
+    """JobProfile.stream_overlap of the timeline or trace at ``path`` (:func:`load_timeline`), to 6 decimals
+    as profiles store it."""
+    return round(stream_overlap(load_timeline(path)), 6)
+
+
+def capture(job_name: str, out_dir: str | Path, iterations: int = 6, warmup: int = 8, keep_trace: bool = False) -> dict[str, Any]:  # pragma: no cover - GPU
+    """Run, time and trace ``job_name`` on the GPU; write the two files (and torch's raw trace,
+    gzipped, with ``keep_trace``); return the metadata."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from ..zoo.registry import JobSpec
+    from ..zoo.training import build
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    job = build(JobSpec.parse(job_name), "cuda")
+    job.timed_steps(warmup)
+    plain_ms = job.timed_steps(iterations)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        traced_ms = job.timed_steps(iterations)
+    tmp = out_dir / f"{job_name}.trace.json"
+    prof.export_chrome_trace(str(tmp))
+    rows = reduce_trace(json.loads(tmp.read_text()))
+    if keep_trace:
+        with open(tmp, "rb") as src, gzip.open(out_dir / f"{job_name}.trace.json.gz", "wb") as dst:
+            dst.write(src.read())
+    tmp.unlink()
+    with gzip.open(out_dir / f"{job_name}.timeline.csv.gz", "wt") as f:
+        rows.to_csv(f, index=False, float_format="%.3f")
+    meta = {"job": job_name, "iterations": iterations, "warmup": warmup, "iter_ms_plain": plain_ms, "iter_ms_traced": traced_ms,
+            "events": len(rows), "kernels": int((rows["kind"] == "kernel").sum()), "torch": torch.__version__,
+            "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    (out_dir / f"{job_name}.timeline.json").write_text(json.dumps(meta, indent=1))
+    return meta

@@ -1,1 +1,0 @@
-"""Features, models, evaluation. Imports xgboost lazily (the GPU side does not have it)."""

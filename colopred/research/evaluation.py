@@ -1,0 +1,208 @@
+"""Evaluation of the slowdown model against baselines, on three kinds of split, per mode.
+
+Splits (all grouped so that a set's repeated measurements never straddle train/test):
+  random       5-fold cross-validation over sets
+  leave-arch   each architecture held out in turn: test = sets containing it, train = sets without it
+  pairs->triples  train on 2-job sets, test on 3-job sets
+
+Metrics: MAPE of per-job slowdown; MAE of δ; agreement on whether a set pays off
+(normalised throughput > 1); Spearman rank correlation, per job, of its partners ordered
+by slowdown (pairs only); coverage of the 90% interval (quantile model widened by
+split-conformal calibration inside each training fold, its inner folds grouped by the
+target job's architecture so that the width reflects jobs the model has not seen).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from ..runtime import outcome
+from .baselines import FIXED_BASELINES, ContentionBaseline, LinearBaseline
+from .dataset import Dataset
+from ..runtime.baseline import load_kind
+from ..runtime.features import FEATURES
+from ..runtime.estimator import SlowdownModel
+
+# -------------------------------------------------------------------- metrics
+def set_level(df: pd.DataFrame, pred: np.ndarray) -> pd.DataFrame:
+    """δ and throughput per window (index: window_id, sorted), measured and predicted from the per-job
+    slowdowns (:mod:`colopred.runtime.outcome`)."""
+    codes, windows = pd.factorize(df["window_id"], sort=True)
+    pos = df.groupby(codes).cumcount().to_numpy()
+    solo = np.full((len(windows), int(pos.max()) + 1 if len(pos) else 1), np.nan)
+    slow = solo.copy()
+    solo[codes, pos] = df["solo_ms"].to_numpy(float)
+    slow[codes, pos] = pred
+    first = df[["n_jobs", "delta", "throughput"]].groupby(codes).first()
+    return pd.DataFrame({
+        "n_jobs": first["n_jobs"].to_numpy(),
+        "delta": first["delta"].to_numpy(),
+        "throughput": first["throughput"].to_numpy(),
+        "delta_pred": outcome.delta(solo, solo * slow),
+        "throughput_pred": outcome.normalised_throughput(slow),
+    }, index=pd.Index(windows, name="window_id"))
+
+
+def partner_rank_corr(df: pd.DataFrame, pred: np.ndarray) -> float:
+    """Mean over jobs of Spearman correlation between measured and predicted slowdown across its partners (pairs)."""
+    d = df.assign(pred=pred)
+    d = d[d["n_jobs"] == 2]
+    d = d.groupby(["job", "set"], as_index=False)[["slowdown", "pred"]].mean()
+    cors = []
+    for _, g in d.groupby("job"):
+        if len(g) >= 3 and g["slowdown"].nunique() > 1 and g["pred"].nunique() > 1:
+            cors.append(g["slowdown"].rank().corr(g["pred"].rank()))
+    return float(np.mean(cors)) if cors else float("nan")
+
+
+def metrics(df: pd.DataFrame, pred: np.ndarray, interval: np.ndarray | None = None) -> dict[str, float]:
+    s = df["slowdown"].to_numpy()
+    sl = set_level(df, pred)
+    m = {
+        "n_rows": len(df),
+        "n_sets": len(sl),
+        "slowdown_mape_pct": mape_pct(s, pred),
+        "delta_mae": float(np.mean(np.abs(sl["delta_pred"] - sl["delta"]))),
+        "pays_off_agreement_pct": float(np.mean((sl["throughput_pred"] > 1) == (sl["throughput"] > 1)) * 100),
+        "partner_rank_corr": partner_rank_corr(df, pred),
+    }
+    if interval is not None:
+        m["interval_coverage_pct"] = float(np.mean((s >= interval[:, 0]) & (s <= interval[:, 1])) * 100)
+    return m
+
+
+# --------------------------------------------------------------------- splits
+def splits(df: pd.DataFrame, kind: str, seed: int = 0):
+    """Yield (name, train index, test index)."""
+    if kind == "random":
+        sets = np.array(sorted(df["set"].unique()))
+        rng = np.random.default_rng(seed)
+        rng.shuffle(sets)
+        for i, fold in enumerate(np.array_split(sets, 5)):
+            test = df["set"].isin(fold).to_numpy()
+            yield f"fold{i}", np.flatnonzero(~test), np.flatnonzero(test)
+    elif kind == "leave-arch":
+        for arch in sorted(df["arch"].unique()):
+            test = df["set_archs"].map(lambda a: arch in a).to_numpy()
+            if test.all() or not test.any():
+                continue
+            yield arch, np.flatnonzero(~test), np.flatnonzero(test)
+    elif kind == "pairs->triples":
+        train = (df["n_jobs"] == 2).to_numpy()
+        test = (df["n_jobs"] == 3).to_numpy()
+        if train.any() and test.any():
+            yield "pairs->triples", np.flatnonzero(train), np.flatnonzero(test)
+    else:
+        raise ValueError(kind)
+
+
+SPLITS = ("random", "leave-arch", "pairs->triples")
+
+
+def out_of_sample(df: pd.DataFrame, kind: str, params: dict | None = None) -> np.ndarray:
+    """colopred's out-of-sample point predictions of one mode's rows on one kind of split (NaN for
+    rows no split tests; a row tested by several leave-arch splits keeps the last one's, as in
+    :func:`evaluate_mode`). For experiments: no intervals, no baselines."""
+    mode = df["mode"].iloc[0] if len(df) else None
+    X = df[list(FEATURES)].to_numpy()
+    s = df["slowdown"].to_numpy()
+    pred = np.full(len(df), np.nan)
+    for _, tr, te in splits(df, kind):
+        pred[te] = SlowdownModel(mode=mode, params=params, interval=False, calibrate=False).fit(X[tr], s[tr]).predict(X[te])
+    return pred
+
+
+def mape_pct(measured: np.ndarray, pred: np.ndarray) -> float:
+    """Mean absolute percentage error over the rows with a prediction."""
+    ok = ~np.isnan(pred)
+    return float(np.mean(np.abs(pred[ok] - measured[ok]) / measured[ok]) * 100)
+
+
+def evaluate_mode(df: pd.DataFrame, params: dict | None = None, log: Callable[[str], None] = lambda s: None
+                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Out-of-sample predictions of every method on every split (rows of one mode). Returns (metrics table,
+    predictions). ``log`` gets one line per split."""
+    mode = df["mode"].iloc[0] if len(df) else None
+    X = df[list(FEATURES)].to_numpy()
+    s = df["slowdown"].to_numpy()
+    rows, preds = [], []
+    for kind in SPLITS:
+        t0 = time.monotonic()
+        folds = 0
+        pred_all: dict[str, np.ndarray] = {}
+        iv_all = np.full((len(df), 2), np.nan)
+        covered = np.zeros(len(df), bool)
+        for _, tr, te in splits(df, kind):
+            m = SlowdownModel(mode=mode, params=params).fit(X[tr], s[tr], groups=df["arch"].to_numpy()[tr])
+            for name, p in (("colopred (XGBoost)", m.predict(X[te])), ("linear (ridge)", LinearBaseline().fit(X[tr], s[tr]).predict(X[te])),
+                            ("contention baseline (fitted)", ContentionBaseline(load_kind(mode)).fit(X[tr], s[tr]).predict(X[te]))):
+                pred_all.setdefault(name, np.full(len(df), np.nan))[te] = p
+            iv_all[te] = m.predict_interval(X[te])
+            covered[te] = True
+            folds += 1
+            for name, f in FIXED_BASELINES.items():
+                pred_all.setdefault(name, np.full(len(df), np.nan))[te] = f(df.iloc[te])
+        log(f"  {mode} {kind}: {folds} fold(s), {time.monotonic() - t0:.0f} s")
+        if not covered.any():
+            continue
+        sub = df[covered]
+        for name, p in pred_all.items():
+            met = metrics(sub, p[covered], iv_all[covered] if name.startswith("colopred") else None)
+            rows.append({"split": kind, "method": name, **met})
+        preds.append(sub.assign(split=kind, pred=pred_all["colopred (XGBoost)"][covered],
+                                lo=iv_all[covered, 0], hi=iv_all[covered, 1]))
+    return pd.DataFrame(rows), pd.concat(preds, ignore_index=True) if preds else pd.DataFrame()
+
+
+def solo_time_sensitivity(ds: Dataset, modes=("timeslice", "mps"), table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """colopred's leave-architecture-out and pairs->triples MAPE with the jobs described by their
+    profiles re-timed to each window's solo baseline (``ds``, as trained) and by the profiles' own
+    iteration times (``Dataset.with_profile_times``): how much a profile timed on another machine
+    costs. ``table``: :func:`evaluate`'s metrics of ``ds`` (with a ``mode`` column), whose colopred
+    figures are the re-timed ones (the same point models), so they are not fitted again."""
+    def mape(d: Dataset, mode: str, kind: str) -> float:
+        if d is ds and table is not None:
+            t = table[(table["mode"] == mode) & (table["split"] == kind) & table["method"].str.startswith("colopred")]
+            return float(t["slowdown_mape_pct"].iloc[0])
+        df = d.for_mode(mode)
+        return mape_pct(df["slowdown"].to_numpy(), out_of_sample(df, kind))
+
+    rows = []
+    for label, d in (("re-timed to the window's solo baseline", ds), ("profile's own iteration time", ds.with_profile_times())):
+        for mode in modes:
+            if d.for_mode(mode).empty:
+                continue
+            rows.append({"mode": mode, "solo time of each job": label,
+                         **{f"{kind} MAPE %": mape(d, mode, kind) for kind in ("leave-arch", "pairs->triples")}})
+    return pd.DataFrame(rows).sort_values("mode", kind="stable").reset_index(drop=True)
+
+
+def evaluate(ds: Dataset, out_dir: str | Path | None = None, modes=("timeslice", "mps"), log=lambda s: None) -> pd.DataFrame:
+    """Evaluate every mode; with ``out_dir`` write ``report.md`` and PNG figures there."""
+    tables, preds, models = [], [], {}
+    for mode in modes:
+        df = ds.for_mode(mode)
+        if df.empty:
+            continue
+        log(f"evaluating {mode}: {df['window_id'].nunique()} sets, {len(df)} job rows")
+        t, p = evaluate_mode(df, log=log)
+        tables.append(t.assign(mode=mode))
+        preds.append(p.assign(mode=mode))
+        models[mode] = SlowdownModel(mode=mode, calibrate=False).fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy())
+    table = pd.concat(tables, ignore_index=True)
+    if out_dir is not None:
+        from .report import write_report
+
+        from .placement_study import placement_table
+
+        log("placement on measured data")
+        placement = placement_table(ds, modes)
+        log("profiles not re-timed")
+        sensitivity = solo_time_sensitivity(ds, modes, table) if ds.retimed else None
+        write_report(Path(out_dir), ds, table, pd.concat(preds, ignore_index=True), models, placement, sensitivity)
+    return table

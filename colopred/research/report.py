@@ -1,0 +1,154 @@
+"""Markdown + PNG evaluation report (``colopred evaluate --out DIR``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .dataset import Dataset
+from ..constants import SHARE_EPS_US
+
+COLS = ["slowdown_mape_pct", "delta_mae", "pays_off_agreement_pct", "partner_rank_corr", "interval_coverage_pct", "n_sets"]
+
+
+def md_table(df: pd.DataFrame) -> str:
+    cols = list(df.columns)
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in df.itertuples(index=False):
+        out.append("| " + " | ".join(f"{v:.3g}" if isinstance(v, float) and not np.isnan(v) else ("" if isinstance(v, float) else str(v)) for v in r) + " |")
+    return "\n".join(out)
+
+
+def placement_summary(placement: pd.DataFrame) -> pd.DataFrame:
+    """One row per (mode, group) of ``placement_table``: each policy's measured throughput and colopred's rank."""
+    rows = []
+    for (mode, sid), t in placement.groupby(["mode", "scenario_id"], sort=False):
+        by = t.set_index("policy")
+        rand = by.filter(like="random", axis=0)
+        packed = by.loc["colopred pack (pairs unseen in training)"]
+        rows.append({"mode": mode, "scenario_id": sid, "n_gpus": int(by.loc["one job per GPU", "jobs_running"]),
+                     "one_per_gpu": by.loc["one job per GPU", "throughput"], "random_mean": rand["throughput"].iloc[0],
+                     "colopred": packed["throughput"], "best": by.loc["best (oracle)", "throughput"],
+                     "rank": f"{int(packed['rank_among_placements'])} of {int(packed['n_placements'])}",
+                     "jobs": t["scenario"].iloc[0], "colopred_placement": t["colopred_placement"].iloc[0]})
+    return pd.DataFrame(rows)
+
+
+def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFrame, models: dict,
+                 placement: pd.DataFrame | None = None, sensitivity: pd.DataFrame | None = None) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    figs = []
+    # Predicted vs measured, leave-architecture-out.
+    modes = list(preds["mode"].unique())
+    fig, axes = plt.subplots(1, len(modes), figsize=(5 * len(modes), 4.5), squeeze=False)
+    for ax, mode in zip(axes[0], modes):
+        d = preds[(preds["mode"] == mode) & (preds["split"] == "leave-arch")]
+        for n, mk in ((2, "o"), (3, "^")):
+            e = d[d["n_jobs"] == n]
+            ax.scatter(e["slowdown"], e["pred"], s=14, marker=mk, alpha=0.6, label=f"{n} jobs")
+        lim = [0.8, max(d["slowdown"].max(), d["pred"].max()) * 1.05]
+        ax.plot(lim, lim, "k--", lw=1)
+        ax.set(xlabel="measured slowdown", ylabel="predicted slowdown", title=f"{mode}: leave-architecture-out", xlim=lim, ylim=lim)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "pred_vs_measured.png", dpi=110)
+    figs.append("pred_vs_measured.png")
+    plt.close(fig)
+    # Error by set size and mode, per split.
+    preds = preds.assign(ape=np.abs(preds["pred"] - preds["slowdown"]) / preds["slowdown"] * 100)
+    g = preds.groupby(["split", "mode", "n_jobs"])["ape"].mean().unstack(["mode", "n_jobs"])
+    fig, ax = plt.subplots(figsize=(8, 4))
+    g.plot.bar(ax=ax, rot=0)
+    ax.set(ylabel="MAPE of slowdown (%)", title="colopred error by split, mode and set size")
+    fig.tight_layout()
+    fig.savefig(out / "error_by_size.png", dpi=110)
+    figs.append("error_by_size.png")
+    plt.close(fig)
+    # Feature importance.
+    fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 5), squeeze=False)
+    for ax, (mode, m) in zip(axes[0], models.items()):
+        imp = m.feature_importance().head(12)[::-1]
+        ax.barh(imp.index, imp.values)
+        ax.set(title=f"{mode}: feature importance (gain)")
+    fig.tight_layout()
+    fig.savefig(out / "feature_importance.png", dpi=110)
+    figs.append("feature_importance.png")
+    plt.close(fig)
+
+    lines = [
+        "# colopred evaluation report",
+        "",
+        f"Dataset hash `{ds.data_hash}`, GPU {ds.gpu}, {ds.rows['window_id'].nunique()} measured sets, "
+        f"{ds.rows['job'].nunique()} jobs, {ds.rows['arch'].nunique()} architectures.",
+        "All figures are out-of-sample. Lower is better for MAPE and δ MAE; higher for agreement and rank correlation.",
+        "",
+        "Model: s = (1 + α·L + β_full·W·φ_j + β_small·W·(1 − φ_j))·exp(f(x)), L = Σ_{k≠j} busy_k · min(1, busy_j) (contention load; under MPS each "
+        f"co-runner's term weighted by 2(u_k + ε)/(u_j + u_k + 2ε), u = busy · JobProfile.mps_wait_us, ε = {SHARE_EPS_US:g} µs: "
+        "who holds the SMs longer keeps them, and by the co-runner's SM fill), "
+        "W = K_j/t_j · Σ_{k≠j} busy_k · w_k · √busy_j (MPS wait: w_k = JobProfile.mps_wait_us; K_j = kernels / JobProfile.stream_overlap, the launches that wait one after another; "
+        "√busy_j: a host-bound job's idle time absorbs part of its waits), split by the target's per-launch SM fill "
+        "φ_j = JobProfile.launch_fill_pct/100 (a launch that needs part of the GPU's block slots waits for part of the co-runners' blocks); "
+        "α, β_full, β_small ≥ 0 fitted per mode by "
+        "least squares, f = XGBoost on the target's profile and the mean/max/min of its co-runners' (no set size, no sums; "
+        "under MPS also the target's and co-runners' MPS wait and the co-runners' DRAM p25), monotone in co-runners' mean DRAM and SM demand "
+        "(and mean wait). The row \"contention baseline (fitted)\" is that baseline alone. "
+        "Intervals: 5%/95% quantile model widened by split-conformal residuals from folds grouped by architecture.",
+        "",
+        "Inputs: " + ("each window's jobs are described by their profiles re-timed (`JobProfile.retimed`) to the solo "
+                      "iteration time its slowdowns are measured against (the job's solo windows just before and after it "
+                      "on the same machine); a slowdown s = t'/t is predicted from that t, which makes its error the error "
+                      "of the collocated time s·t. The section \"Solo time of the profiles\" below gives the figures with "
+                      "the profiles' own times." if ds.retimed else "the profiles as they are (their own iteration times)."),
+        "",
+    ]
+    for mode in table["mode"].unique():
+        for split in table["split"].unique():
+            t = table[(table["mode"] == mode) & (table["split"] == split)]
+            if t.empty:
+                continue
+            lines += [f"## {mode}, split: {split}", "", md_table(t[["method"] + COLS]), ""]
+    if placement is not None and not placement.empty:
+        lines += ["## Placement on measured data (`Predictor.pack` vs random and one job per GPU)", "",
+                  "Groups of jobs whose every pair was measured, placed two per GPU; each placement is valued by the "
+                  "*measured* normalised throughput of its pairs. For each group, colopred's model was trained without "
+                  "any measured set made only of the group's jobs. Rank: among all placements of the group (1 = best).", ""]
+        summary = placement_summary(placement)
+        modes = list(summary["mode"].unique())
+        fig, axes = plt.subplots(1, len(modes), figsize=(6 * len(modes), 3.8), squeeze=False)
+        for ax, mode in zip(axes[0], modes):
+            t = summary[summary["mode"] == mode]
+            lines += [f"**{mode}**", "", md_table(t.drop(columns=["mode", "jobs", "colopred_placement"])), ""]
+            lines += [f"- group {r.scenario_id}: {r.jobs}; colopred placed {r.colopred_placement}" for r in t.itertuples()] + [""]
+            x = np.arange(len(t))
+            for k, (col, color) in enumerate((("one_per_gpu", "#999"), ("random_mean", "#bbb"), ("colopred", "tab:blue"), ("best", "#555"))):
+                ax.bar(x + (k - 1.5) * 0.2, t[col] / t["n_gpus"], 0.2, color=color, label=col.replace("_", " "))
+            ax.set_xticks(x, [f"group {i}" for i in t["scenario_id"]])
+            ax.set(ylabel="measured throughput per GPU", title=mode, ylim=(0.9, 1.1 * float((t["best"] / t["n_gpus"]).max())))
+            ax.legend(fontsize=7, loc="upper center", ncol=4)
+        fig.tight_layout()
+        fig.savefig(out / "placement.png", dpi=110)
+        plt.close(fig)
+        figs.append("placement.png")
+        placement.drop(columns=["colopred_placement"]).to_csv(out / "placement.csv", index=False)
+    if sensitivity is not None and not sensitivity.empty:
+        lines += ["## Solo time of the profiles", "",
+                  "colopred (MAPE of per-job slowdown) with each job described by its profile re-timed to its solo baseline "
+                  "in each window, as trained and reported above, against its profile's own iteration time (measured once, "
+                  "when it was profiled, on one machine): small, CPU- or input-bound jobs run alone up to ~35% faster or "
+                  "slower on one machine than on another. Re-time a profile on the machine where the job will run with "
+                  "`colopred profile retime P.json --iter-ms MS`. `scripts/retime_check.py` also re-times to the job's "
+                  "*other* solo windows on the same machine (timed at another moment).", "",
+                  md_table(sensitivity), ""]
+        sensitivity.to_csv(out / "solo_time.csv", index=False)
+    lines += [f"![{f}]({f})" for f in figs]
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    table.to_csv(out / "metrics.csv", index=False)
+    return path

@@ -1,0 +1,13 @@
+"""The runtime a scheduler imports: profiles in, predictions and placements out.
+
+Never imports the measurement side (GPU harness, profilers, zoo), the research side or the CLI, and
+imports XGBoost only when a model is loaded or trained. Modules:
+
+  outcome     δ, normalised throughput, memory fit (the one definition of each)
+  features    JobProfile sets -> feature rows
+  baseline    the contention baseline (the model's physical part)
+  estimator   SlowdownModel, a scikit-learn regressor
+  manifest    model files: strict-JSON manifest + XGBoost UBJ, checksums; the shipped models in models/
+  predictor   Predictor and Prediction
+  placement   Predictor.pack's search
+"""

@@ -1,0 +1,203 @@
+"""``SlowdownModel``: the per-job slowdown estimator, a scikit-learn regressor.
+
+  s = s_base(x) · exp(f(x))
+
+s_base is the contention baseline (:mod:`colopred.runtime.baseline`) with coefficients fitted by
+non-negative least squares; f is XGBoost fitted on r = log(s) − log(s_base) over the trees' features
+(:func:`colopred.runtime.features.model_features`), monotone in the co-runners' demand. A second XGBoost
+model gives the 5th/95th percentiles of f (``reg:quantileerror``), widened by split-conformal calibration
+to at least ``constants.INTERVAL_COVERAGE`` on groups the model has not seen. ``docs/model.md`` gives the
+reasoning. Input rows are FEATURES rows (:func:`colopred.runtime.features.feature_matrix`), as an array or a
+DataFrame with those columns.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, RegressorMixin
+
+from ..constants import CONFORMAL_FOLDS, INTERVAL_COVERAGE, INTERVAL_QUANTILES, TREE_PARAMS
+from .baseline import LOAD_KINDS, baseline_slowdown, baseline_terms, fit_coefs, load_kind
+from .features import FEATURES, MONOTONE_INCREASING, model_features
+
+BATCH_THREADS_FROM_ROWS = 10_000
+"""From this many rows on, prediction uses every core (below it, starting threads costs more than it saves)."""
+
+
+def _booster(reg, n_rows: int):
+    """The regressor's booster, with every core for large batches."""
+    b = reg.get_booster()
+    if n_rows >= BATCH_THREADS_FROM_ROWS:
+        b.set_param({"nthread": os.cpu_count() or 1})
+    return b
+
+
+def _rows(X) -> np.ndarray:
+    """FEATURES rows as a float array (a DataFrame is taken by column name)."""
+    if isinstance(X, pd.DataFrame):
+        missing = [f for f in FEATURES if f not in X.columns]
+        if missing:
+            raise ValueError(f"feature frame lacks column(s) {', '.join(missing[:5])}")
+        X = X[list(FEATURES)]
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != len(FEATURES):
+        raise ValueError(f"expected rows of {len(FEATURES)} features (colopred.runtime.features.FEATURES), got shape {X.shape}")
+    return X
+
+
+class SlowdownModel(RegressorMixin, BaseEstimator):
+    """Slowdown of each job of a set, from FEATURES rows.
+
+    Parameters
+    ----------
+    mode : "timeslice" | "mps" | None
+        Sharing mode: sets the default tree features and contention load.
+    params : dict, optional
+        XGBoost settings on top of ``constants.TREE_PARAMS``.
+    monotone : bool
+        Constrain f to rise with the co-runners' demand (``features.MONOTONE_INCREASING``).
+    features : sequence of str, optional
+        The FEATURES columns the trees see (default ``model_features(mode)``).
+    load : str, optional
+        The baseline's contention load kind (default ``baseline.load_kind(mode)``).
+    interval : bool
+        Also fit the interval model.
+    calibrate : bool
+        Widen the interval by split-conformal calibration when ``fit`` gets ``groups``.
+
+    Fitted attributes: ``baseline_coefs_``, ``point_``, ``interval_`` (None without ``interval``),
+    ``conformal_log_width_``, ``features_``, ``load_``.
+    """
+
+    def __init__(self, mode: str | None = None, params: dict | None = None, monotone: bool = True,
+                 features: Sequence[str] | None = None, load: str | None = None, interval: bool = True,
+                 calibrate: bool = True):
+        self.mode = mode
+        self.params = params
+        self.monotone = monotone
+        self.features = features
+        self.load = load
+        self.interval = interval
+        self.calibrate = calibrate
+
+    # ----------------------------------------------------------------- settings
+    def _resolve(self) -> None:
+        """Set ``features_``, ``load_`` and the column indices from the constructor's parameters."""
+        self.features_ = tuple(self.features) if self.features is not None else model_features(self.mode)
+        unknown = [f for f in self.features_ if f not in FEATURES]
+        if unknown:
+            raise ValueError(f"unknown model features: {unknown}")
+        self.load_ = self.load if self.load is not None else load_kind(self.mode)
+        if self.load_ not in LOAD_KINDS:
+            raise ValueError(f"unknown contention load {self.load_!r} (one of {', '.join(LOAD_KINDS)})")
+        self._cols = np.array([FEATURES.index(f) for f in self.features_])
+
+    @property
+    def tree_params_(self) -> dict[str, Any]:
+        """XGBoost settings used: ``constants.TREE_PARAMS`` updated by ``params``."""
+        return {**TREE_PARAMS, **(self.params or {})}
+
+    def _constraints(self) -> str:
+        return "(" + ",".join("1" if (self.monotone and f in MONOTONE_INCREASING) else "0" for f in self.features_) + ")"
+
+    def _fit_point(self, Xm: np.ndarray, r: np.ndarray):
+        import xgboost as xgb
+
+        m = xgb.XGBRegressor(objective="reg:squarederror", monotone_constraints=self._constraints(), **self.tree_params_)
+        return m.fit(Xm, r)
+
+    def _fit_parts(self, Xm: np.ndarray, terms: np.ndarray, s: np.ndarray):
+        """The baseline's coefficients and the point model on r = log(s) − log(s_base); returns (coefs, r, model)."""
+        coefs = fit_coefs(terms, s)
+        r = np.log(s) - np.log(baseline_slowdown(coefs, terms))
+        return coefs, r, self._fit_point(Xm, r)
+
+    # ---------------------------------------------------------------------- fit
+    def fit(self, X, y, groups: Sequence | None = None) -> "SlowdownModel":
+        """Fit the baseline's coefficients, then f on r = log(s) − log(s_base). With ``groups`` (one label per
+        row: e.g. each row's architecture, so that the interval holds on unseen jobs) and ``calibrate``, an inner
+        ``CONFORMAL_FOLDS``-fold CV over the groups gives out-of-fold log residuals, and the interval is widened
+        to at least their ``INTERVAL_COVERAGE`` quantile."""
+        import xgboost as xgb
+
+        self._resolve()
+        X = _rows(X)
+        s = np.asarray(y, float)
+        if len(s) != len(X):
+            raise ValueError(f"{len(X)} feature rows but {len(s)} slowdowns")
+        if not np.all(np.isfinite(s) & (s > 0)):
+            raise ValueError("slowdowns must be finite and positive")
+        terms = baseline_terms(X, self.load_)
+        Xm = X[:, self._cols]
+        self.baseline_coefs_, r, self.point_ = self._fit_parts(Xm, terms, s)
+        self.conformal_log_width_ = 0.0
+        self.interval_ = None
+        if not self.interval:
+            return self
+        self.interval_ = xgb.XGBRegressor(objective="reg:quantileerror", quantile_alpha=np.array(INTERVAL_QUANTILES),
+                                          **self.tree_params_)
+        self.interval_.fit(Xm, r)
+        if self.calibrate and groups is not None:
+            groups = np.asarray(groups)
+            uniq = np.unique(groups)
+            if len(uniq) >= CONFORMAL_FOLDS:
+                rng = np.random.default_rng(0)
+                fold_of = dict(zip(rng.permutation(uniq), np.arange(len(uniq)) % CONFORMAL_FOLDS))
+                folds = np.array([fold_of[g] for g in groups])
+                resid = np.empty(len(r))
+                for k in range(CONFORMAL_FOLDS):
+                    te = folds == k
+                    c, _, m = self._fit_parts(Xm[~te], terms[~te], s[~te])
+                    resid[te] = np.log(s[te]) - np.log(baseline_slowdown(c, terms[te])) - m.get_booster().inplace_predict(Xm[te])
+                n = len(resid)
+                q = min(1.0, np.ceil((n + 1) * INTERVAL_COVERAGE) / n)
+                self.conformal_log_width_ = float(np.quantile(np.abs(resid), q))
+        return self
+
+    # ------------------------------------------------------------------ predict
+    def _check_fitted(self) -> None:
+        if getattr(self, "point_", None) is None:
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError("this SlowdownModel is not fitted yet: call fit() or load a model")
+
+    def baseline(self, X) -> np.ndarray:
+        """The contention baseline s_base of each row."""
+        self._check_fitted()
+        return baseline_slowdown(self.baseline_coefs_, baseline_terms(_rows(X), self.load_))
+
+    def _point(self, Xm: np.ndarray, base: np.ndarray) -> np.ndarray:
+        return base * np.exp(_booster(self.point_, len(Xm)).inplace_predict(Xm))
+
+    def predict(self, X) -> np.ndarray:
+        """Slowdown (> 0) of each row."""
+        self._check_fitted()
+        X = _rows(X)
+        return self._point(X[:, self._cols], baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_)))
+
+    def predict_interval(self, X) -> np.ndarray:
+        """(lo, hi) slowdown of each row; always contains the point prediction."""
+        return self.predict_with_interval(X)[1]
+
+    def predict_with_interval(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """(slowdown, (lo, hi)) of each row, sharing one pass over the features."""
+        self._check_fitted()
+        if self.interval_ is None:
+            raise ValueError("this model was fitted without its interval model (interval=False)")
+        X = _rows(X)
+        Xm = X[:, self._cols]
+        base = baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_))
+        p = self._point(Xm, base)
+        q = np.exp(np.asarray(_booster(self.interval_, len(X)).inplace_predict(Xm)).reshape(len(X), -1)) * base[:, None]
+        w = np.exp(self.conformal_log_width_)
+        return p, np.column_stack([np.minimum(q[:, 0], p / w), np.maximum(q[:, -1], p * w)])
+
+    def feature_importance(self) -> pd.Series:
+        """Gain of each tree feature in the point model, largest first."""
+        self._check_fitted()
+        imp = self.point_.get_booster().get_score(importance_type="gain")
+        return pd.Series({f: imp.get(f"f{i}", imp.get(f, 0.0)) for i, f in enumerate(self.features_)}).sort_values(ascending=False)

@@ -1,0 +1,156 @@
+"""Permutation-invariant feature rows: one row per (job set, target job). Pure numpy/pandas.
+
+For target job j in set S: j's own profile features (``t_*``), aggregates over its co-runners S \\ {j}
+(``co_sum_*``, ``co_max_*``, ``co_min_*``, ``co_mean_*``), the set size and the MPS share load. Works for
+any set size. Vectorised: profiles are a matrix (:func:`profile_matrix`), sets an index array padded
+with -1 (:func:`feature_matrix`). What each feature means for contention is in ``docs/model.md``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..constants import SHARE_EPS_US
+from ..profile import JobProfile
+
+# Per-job base features, from a JobProfile (base_vector). Missing values (NaN) where a profile lacks
+# kernel-level data (NVML GPM profiles); XGBoost routes missing values itself.
+#   busy              busy fraction, capped at 1
+#   dram_util         Tabrizian's M (% of peak); dram_demand = M x busy, its demand over wall time
+#   occupancy         achieved occupancy (%); occ_demand = occupancy x busy
+#   log_iter_ms       log of the solo iteration time
+#   log_kernels       log(1 + serial launches per iteration): kernels / JobProfile.stream_overlap
+#   mean_kernel_us    mean kernel duration
+#   mem_gib           peak GPU memory
+#   sm_fill           JobProfile.sm_fill_pct: duration-weighted share of the SMs its grids fill
+#   busy_mps_wait_us  busy x JobProfile.mps_wait_us: the mean wait its kernel in flight imposes under MPS
+#   dram_util_p25     DRAM utilisation below which a quarter of its kernel time lies
+#   launch_fill       JobProfile.launch_fill_pct / 100 (baseline only, never in the trees)
+BASE = ("busy", "dram_util", "dram_demand", "occupancy", "occ_demand", "log_iter_ms", "log_kernels", "mean_kernel_us", "mem_gib",
+        "sm_fill", "busy_mps_wait_us", "dram_util_p25", "launch_fill")
+# Base features aggregated over the co-runners.
+CO_AGG = ("busy", "dram_demand", "occ_demand", "dram_util", "mem_gib", "mean_kernel_us", "log_kernels", "sm_fill", "busy_mps_wait_us",
+          "dram_util_p25")
+AGGS = ("sum", "max", "min", "mean")
+# Every column of a feature row (the set's totals are t_x + co_sum_x).
+FEATURES = tuple(
+    [f"t_{b}" for b in BASE]
+    + [f"co_{agg}_{b}" for b in CO_AGG for agg in AGGS]
+    + ["n_jobs", "mps_share_load"]
+)
+# The columns the trees see: no sums and no set size, which grow with the set and would leave the
+# training range for sets larger than those measured; how much of the GPU the co-runners take enters
+# through the contention baseline (colopred.runtime.baseline), and the trees model the ratio of the
+# slowdown to it. The MPS wait and the co-runners' DRAM p25 enter the trees under MPS only: under
+# time-slicing the wait coefficient fits to 0 and the features made partner choices worse.
+MPS_ONLY = ("busy_mps_wait_us", "dram_util_p25")
+BASELINE_ONLY = ("t_launch_fill",)
+MODEL_FEATURES = tuple(f for f in FEATURES if not f.startswith("co_sum_") and f not in ("n_jobs", "mps_share_load", *BASELINE_ONLY)
+                       and not f.endswith(MPS_ONLY))
+MPS_TREE_FEATURES = tuple(f for f in FEATURES if f.endswith(MPS_ONLY) and not f.startswith("co_sum_") and f != "t_dram_util_p25")
+# The slowdown does not fall as co-runners demand more bandwidth or SMs, or hold the SMs longer (MPS).
+MONOTONE_INCREASING = ("co_mean_dram_demand", "co_mean_occ_demand", "co_mean_busy_mps_wait_us")
+
+
+def model_features(mode: str | None = None) -> tuple[str, ...]:
+    """The columns the trees of a ``mode``'s model see: MODEL_FEATURES, plus MPS_TREE_FEATURES under MPS."""
+    return MODEL_FEATURES + MPS_TREE_FEATURES if mode == "mps" else MODEL_FEATURES
+
+
+def base_vector(p: JobProfile) -> np.ndarray:
+    busy = min(p.busy_fraction, 1.0)
+    kernels = p.kernels_per_iteration if p.kernels_per_iteration is not None else 0.0
+    kernel_ms = p.kernel_ms_per_iteration if p.kernel_ms_per_iteration is not None else busy * p.iteration_ms
+    mean_kernel_us = 1e3 * kernel_ms / kernels if kernels else 0.0
+    return np.array(
+        [
+            busy,
+            p.dram_util_pct,
+            p.dram_util_pct * busy,
+            p.achieved_occupancy_pct,
+            p.achieved_occupancy_pct * busy,
+            math.log(p.iteration_ms),
+            math.log1p(kernels / (p.stream_overlap or 1.0)),
+            mean_kernel_us,
+            p.peak_memory_gib or 0.0,
+            p.sm_fill_pct if p.sm_fill_pct is not None else np.nan,
+            busy * p.mps_wait_us if p.mps_wait_us is not None else np.nan,
+            p.distributions.get("dram_pct", {}).get("p25", np.nan),
+            p.launch_fill_pct / 100.0 if p.launch_fill_pct is not None else np.nan,
+        ],
+        dtype=np.float64,
+    )
+
+
+def profile_matrix(profiles: list[JobProfile]) -> np.ndarray:
+    return np.vstack([base_vector(p) for p in profiles]) if profiles else np.zeros((0, len(BASE)))
+
+
+def feature_matrix(P: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features for every (set, member). ``P``: profiles x BASE; ``sets``: n_sets x k indices into P
+    (-1 = empty slot). Returns (X rows, set index of each row, position of each row)."""
+    sets = np.asarray(sets, dtype=np.int64)
+    if sets.ndim == 1:
+        sets = sets[None, :]
+    n, k = sets.shape
+    valid = sets >= 0
+    V = P[np.where(valid, sets, 0)]  # n x k x B
+    V = np.where(valid[..., None], V, np.nan)
+    co_idx = [BASE.index(b) for b in CO_AGG]
+    C = V[..., co_idx]  # n x k x c
+    total = np.nansum(C, axis=1)  # n x c
+    n_jobs = valid.sum(axis=1)
+    rows, set_of, pos_of = [], [], []
+    for i in range(k):
+        m = valid[:, i]
+        if not m.any():
+            continue
+        own = V[m, i, :]
+        others = np.delete(C[m], i, axis=1)  # rows x (k-1) x c
+        # a co-runner's value that is missing (not an empty slot) makes the aggregate missing
+        lacking = (np.delete(valid[m], i, axis=1)[..., None] & np.isnan(others)).any(axis=1)  # rows x c
+        co_sum = total[m] - np.nan_to_num(C[m, i, :])
+        with np.errstate(all="ignore"):
+            co_max = np.nanmax(np.where(np.isnan(others), -np.inf, others), axis=1) if k > 1 else np.zeros_like(co_sum)
+            co_min = np.nanmin(np.where(np.isnan(others), np.inf, others), axis=1) if k > 1 else np.zeros_like(co_sum)
+        co_max = np.where(np.isfinite(co_max), co_max, 0.0)
+        co_min = np.where(np.isfinite(co_min), co_min, 0.0)
+        co_mean = co_sum / np.maximum(n_jobs[m, None] - 1, 1)
+        co_sum, co_max, co_min, co_mean = (np.where(lacking, np.nan, a) for a in (co_sum, co_max, co_min, co_mean))
+        agg = np.stack([co_sum, co_max, co_min, co_mean], axis=2).reshape(len(own), -1)  # per base: AGGS order
+        # baseline.contention_load(kind="mps_share"): Σ_k busy_k · fill_k · 2(u_k + ε)/(u_j + u_k + 2ε) · min(1, busy_j)
+        u_own = own[:, BASE.index("busy_mps_wait_us"), None]
+        u_co = others[..., CO_AGG.index("busy_mps_wait_us")]
+        with np.errstate(all="ignore"):
+            share = 2 * (u_co + SHARE_EPS_US) / (u_own + u_co + 2 * SHARE_EPS_US)
+        share = np.where(np.isnan(share), 1.0, share)
+        fill = np.nan_to_num(others[..., CO_AGG.index("sm_fill")] / 100.0, nan=1.0)
+        share_load = np.nansum(others[..., CO_AGG.index("busy")] * fill * share, axis=1) * np.minimum(1.0, own[:, BASE.index("busy")])
+        rows.append(np.hstack([own, agg, n_jobs[m, None].astype(float), share_load[:, None]]))
+        set_of.append(np.flatnonzero(m))
+        pos_of.append(np.full(m.sum(), i))
+    X = np.vstack(rows)
+    return X, np.concatenate(set_of), np.concatenate(pos_of)
+
+
+def feature_frame(sets: list[list[JobProfile]]) -> pd.DataFrame:
+    """DataFrame of features, one row per (set, job), with ``set_id`` and ``job`` columns."""
+    names: dict[str, int] = {}
+    profiles: list[JobProfile] = []
+    for s in sets:
+        for p in s:
+            if p.name not in names:
+                names[p.name] = len(profiles)
+                profiles.append(p)
+    k = max(len(s) for s in sets)
+    idx = np.full((len(sets), k), -1)
+    for i, s in enumerate(sets):
+        idx[i, : len(s)] = [names[p.name] for p in s]
+    X, set_of, pos_of = feature_matrix(profile_matrix(profiles), idx)
+    df = pd.DataFrame(X, columns=FEATURES)
+    df.insert(0, "set_id", set_of)
+    df.insert(1, "job", [sets[s][p].name for s, p in zip(set_of, pos_of)])
+    return df.sort_values(["set_id"], kind="stable").reset_index(drop=True)

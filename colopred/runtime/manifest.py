@@ -1,0 +1,190 @@
+"""Model files: a strict-JSON manifest beside XGBoost's own UBJ files.
+
+  NAME.json            manifest: schema, mode, feature lists, baseline coefficients, GPU, data hash,
+                       cross-validated metrics, and the SHA-256 of each model file
+  NAME.point.ubj       the point model (XGBoost's binary JSON)
+  NAME.interval.ubj    the interval model
+
+Nothing is unpickled: a model file cannot run code. Loading checks the schema, the feature lists against
+what this colopred computes, the baseline coefficients, that every file named lies in the manifest's own
+folder, and each file's checksum. The default models ship inside the package (:func:`shipped_models_dir`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..constants import INTERVAL_COVERAGE, INTERVAL_QUANTILES, MODES
+from ..errors import InputError, SchemaError
+from .baseline import BASELINE_TERMS, load_kind
+from .estimator import SlowdownModel
+from .features import FEATURES, MONOTONE_INCREASING, model_features
+
+MANIFEST_SCHEMA = "colopred.model"
+MANIFEST_VERSION = 7  # the history of versions is in docs/history.md
+MODEL_PARTS = ("point", "interval")
+DEFAULT_MODEL_STEM = "h100"
+
+
+def shipped_models_dir() -> Path:
+    """The shipped models: ``$COLOPRED_MODELS`` if set, else the package's own ``runtime/models``."""
+    env = os.environ.get("COLOPRED_MODELS")
+    return Path(env) if env else Path(str(resources.files("colopred.runtime") / "models"))
+
+
+def default_model_path(mode: str) -> Path:
+    """The shipped manifest of ``mode``."""
+    return shipped_models_dir() / f"{DEFAULT_MODEL_STEM}-{mode}.json"
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def strict_json(obj: Any) -> Any:
+    """``obj`` with every NaN or infinite float replaced by None, so ``json.dumps(allow_nan=False)`` accepts it."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, (np.floating, np.integer)):
+        return strict_json(obj.item())
+    if isinstance(obj, dict):
+        return {str(k): strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strict_json(v) for v in obj]
+    return obj
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder, fsync, rename."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def save_model(path: str | os.PathLike, model: SlowdownModel, mode: str, **extra: Any) -> Path:
+    """Write a fitted ``model`` as ``STEM.json`` + ``STEM.point.ubj`` + ``STEM.interval.ubj`` (``path`` is the
+    manifest, ``.json`` added if missing). The model files are written under temporary names first and
+    renamed together with the manifest, the manifest last."""
+    path = Path(path)
+    stem = path.name[:-5] if path.name.endswith(".json") else path.name
+    folder = path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    parts = {"point": model.point_, "interval": model.interval_}
+    if parts["interval"] is None:
+        raise ValueError("the model has no interval model (fitted with interval=False): it cannot be saved")
+    files, staged = {}, []
+    for part, reg in parts.items():
+        final = folder / f"{stem}.{part}.ubj"
+        tmp = folder / f".{stem}.{part}.tmp.ubj"
+        reg.save_model(str(tmp))
+        staged.append((tmp, final))
+        files[part] = {"path": final.name, "sha256": sha256(tmp)}
+    man = {"schema": MANIFEST_SCHEMA, "schema_version": MANIFEST_VERSION, "mode": mode,
+           "features": list(FEATURES), "model_features": list(model.features_),
+           "monotone_increasing": list(MONOTONE_INCREASING), "params": model.tree_params_,
+           "monotone": model.monotone,
+           "baseline_coefs": {k: float(v) for k, v in zip(BASELINE_TERMS, model.baseline_coefs_)},
+           "contention_load": model.load_,
+           "target": "log(slowdown) - log(1 + " + " + ".join(f"baseline_coefs[{k}] * {k}" for k in BASELINE_TERMS) + ")",
+           "interval_quantiles": list(INTERVAL_QUANTILES), "interval_coverage": INTERVAL_COVERAGE,
+           "conformal_log_width": model.conformal_log_width_, "files": files}
+    man.update({k: v for k, v in extra.items() if k not in man})  # provenance and metrics; never the model's own fields
+    text = json.dumps(strict_json(man), indent=1, allow_nan=False, default=str) + "\n"
+    man_path = folder / f"{stem}.json"
+    man_tmp = folder / f".{stem}.json.tmp"
+    man_tmp.write_text(text)
+    for tmp, final in staged:
+        os.replace(tmp, final)
+    os.replace(man_tmp, man_path)
+    return man_path
+
+
+def _model_file(manifest_path: Path, entry: Any, part: str) -> Path:
+    """The file a manifest's ``files[part]`` names: a plain file name in the manifest's own folder."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or not isinstance(entry.get("sha256"), str):
+        raise SchemaError(manifest_path, f"manifest's files.{part} must give a path and a sha256")
+    name = entry["path"]
+    if Path(name).name != name or name in ("", ".", ".."):
+        raise SchemaError(manifest_path, f"manifest's files.{part} must name a file in the manifest's own folder, not {name!r}")
+    return manifest_path.parent / name
+
+
+def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
+    """A model manifest, checked against this colopred's schema and features (the model files are not read)."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(path, "is a directory; give the model's manifest (.json)")
+    try:
+        man = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(path, "no such file") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise SchemaError(path, "not a colopred model manifest (not JSON)") from None
+    if not isinstance(man, dict) or man.get("schema") != MANIFEST_SCHEMA:
+        raise SchemaError(path, "not a colopred model manifest")
+    if man.get("schema_version") != MANIFEST_VERSION:
+        raise SchemaError(path, f"model schema version {man.get('schema_version')!r} is not supported (expected {MANIFEST_VERSION})")
+    mode = man.get("mode")
+    if mode not in MODES:
+        raise SchemaError(path, f"manifest's mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if man.get("features") != list(FEATURES) or man.get("model_features") != list(model_features(mode)):
+        raise SchemaError(path, "model was trained on a different feature schema than this colopred computes")
+    if man.get("contention_load") != load_kind(mode):
+        raise SchemaError(path, f"manifest's contention_load {man.get('contention_load')!r} is not the {mode} mode's ({load_kind(mode)!r})")
+    coefs = man.get("baseline_coefs")
+    if not isinstance(coefs, dict) or set(coefs) != set(BASELINE_TERMS):
+        raise SchemaError(path, f"manifest's baseline_coefs must name {', '.join(BASELINE_TERMS)}")
+    bad = [k for k, v in coefs.items() if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v) or v < 0]
+    if bad:
+        raise SchemaError(path, f"manifest's baseline_coefs {', '.join(sorted(bad))} must be non-negative numbers")
+    width = man.get("conformal_log_width", 0.0)
+    if not isinstance(width, (int, float)) or isinstance(width, bool) or not np.isfinite(width) or width < 0:
+        raise SchemaError(path, "manifest's conformal_log_width must be a non-negative number")
+    if not isinstance(man.get("params", {}), dict):
+        raise SchemaError(path, "manifest's params must be an object")
+    files = man.get("files")
+    if not isinstance(files, dict):
+        raise SchemaError(path, "manifest lists no model files")
+    for part in MODEL_PARTS:
+        if not files.get(part):
+            raise SchemaError(path, f"manifest lists no {part} model file")
+        _model_file(path, files[part], part)
+    return man
+
+
+def load_model(path: str | os.PathLike) -> tuple[SlowdownModel, dict[str, Any]]:
+    """(fitted SlowdownModel, manifest) from a manifest and its checksummed XGBoost files."""
+    import xgboost as xgb
+
+    path = Path(path)
+    man = read_manifest(path)
+    mode = man["mode"]
+    model = SlowdownModel(mode=mode, params=man.get("params"), monotone=bool(man.get("monotone", True)),
+                          features=man["model_features"], load=man["contention_load"])
+    model._resolve()
+    model.conformal_log_width_ = float(man.get("conformal_log_width", 0.0))
+    model.baseline_coefs_ = np.array([float(man["baseline_coefs"][k]) for k in BASELINE_TERMS])
+    for part in MODEL_PARTS:
+        f = _model_file(path, man["files"][part], part)
+        if not f.is_file():
+            raise InputError(f, "model file listed in the manifest is missing")
+        if sha256(f) != man["files"][part]["sha256"]:
+            raise InputError(f, "checksum mismatch: the model file is corrupt or was changed")
+        reg = xgb.XGBRegressor()
+        try:
+            reg.load_model(str(f))
+        except xgb.core.XGBoostError as e:
+            raise InputError(f, f"not a valid XGBoost model ({str(e).splitlines()[0][:120]})") from None
+        setattr(model, f"{part}_", reg)
+    return model, man
