@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from .constants import MAX_BUSY_FRACTION, MAX_STREAM_OVERLAP
 from .errors import InputError, SchemaError
 from .gpu import GpuInfo
 
@@ -82,7 +83,7 @@ class JobProfile:
     at least half a wave block (a smaller grid leaves the other process's blocks room to start), and
     a multi-wave kernel's residual is shortened toward its block time bᵢ = tᵢ/⌈wavesᵢ⌉, since its
     blocks retire and free SMs one by one: Σ tᵢ·tᵢ^(1−γ)·bᵢ^γ·[wavesᵢ ≥ ½]·(occᵢ/100) / (2 Σ tᵢ), in µs,
-    γ = ``colopred.measurement.profiling.ncu_profile.MPS_WAIT_BLOCK_EXPONENT`` (0.3). ncu profiles only."""
+    γ = ``colopred.constants.MPS_WAIT_BLOCK_EXPONENT``. ncu profiles only."""
     stream_overlap: float | None = None
     """Σ kernel time / time with at least one of the job's kernels running, in its solo timeline
     (``colopred.measurement.profiling.timeline.stream_overlap``; ≥ 1): above 1 where the job runs kernels on
@@ -229,8 +230,8 @@ def validate_fields(p: JobProfile) -> list[str]:
         problems.append(f"iteration_ms must be a positive number of milliseconds, not {p.iteration_ms!r}")
     if not isinstance(p.iterations_profiled, int) or p.iterations_profiled < 1:
         problems.append(f"iterations_profiled must be a positive integer, not {p.iterations_profiled!r}")
-    if not _finite(p.busy_fraction) or not 0 <= p.busy_fraction <= 4:
-        problems.append(f"busy_fraction must be a finite fraction (0..4), not {p.busy_fraction!r}")
+    if not _finite(p.busy_fraction) or not 0 <= p.busy_fraction <= MAX_BUSY_FRACTION:
+        problems.append(f"busy_fraction must be a finite fraction (0..{MAX_BUSY_FRACTION:g}), not {p.busy_fraction!r}")
     for name in PCT_FIELDS:
         v = getattr(p, name)
         required = name in ("dram_util_pct", "achieved_occupancy_pct")
@@ -238,8 +239,8 @@ def validate_fields(p: JobProfile) -> list[str]:
             continue
         if not _finite(v) or not -0.5 <= v <= 100.5:
             problems.append(f"{name} must be a percentage in 0..100, not {v!r}")
-    if p.stream_overlap is not None and (not _finite(p.stream_overlap) or not 1 <= p.stream_overlap <= 64):
-        problems.append(f"stream_overlap must be a ratio from 1 to 64 (kernel time / time a kernel runs), not {p.stream_overlap!r}")
+    if p.stream_overlap is not None and (not _finite(p.stream_overlap) or not 1 <= p.stream_overlap <= MAX_STREAM_OVERLAP):
+        problems.append(f"stream_overlap must be a ratio from 1 to {MAX_STREAM_OVERLAP:g} (kernel time / time a kernel runs), not {p.stream_overlap!r}")
     for name in ("kernel_ms_per_iteration", "kernels_per_iteration", "peak_memory_gib", "blocking_wait_us", "mps_wait_us"):
         v = getattr(p, name)
         if v is not None and (not _finite(v) or v < 0):

@@ -77,6 +77,7 @@ def test_table_command(capsys):
     assert code == 0 and "slowdown" in out and "resnet18-b64-fp32" in out
 
 
+@pytest.mark.slow
 def test_train_and_use_own_model(tmp_path, capsys):
     code, _, err = run(capsys, "train", "--data", DATA, "--out", tmp_path / "mine", "--modes", "mps", "--no-metrics")
     assert code == 0

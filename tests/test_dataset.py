@@ -3,12 +3,16 @@
 import json
 import re
 
+import pytest
+
 from colopred.measurement.harness.reader import read_windows
 from colopred.profile import JobProfile
 
 from .conftest import DATA
 
 RESERVED = re.compile(r"densenet|vit_|\bvit\b|bert|mobilenet_?v3|efficientnet", re.IGNORECASE)
+
+pytestmark = pytest.mark.data
 
 
 def test_no_reserved_architecture_anywhere():

@@ -252,9 +252,11 @@ def test_park_effect_compares_parked_and_resident_solo_windows_of_shipped_data()
     assert row["parked_vs_resident_pct"] == pytest.approx(100 * (row["parked_ms"] / row["resident_ms"] - 1))
 
 
+@pytest.mark.slow
 def test_gpu_session_parkcheck_runs_parked_and_resident_campaigns(tmp_path):
     """The parkcheck step on the CPU with tiny models: one parked and one resident campaign of the
     same jobs, and a table with both timings for every job."""
+    pytest.importorskip("torch", reason="the tiny CPU workers need PyTorch")
     import subprocess
     import sys
     from pathlib import Path

@@ -9,6 +9,8 @@ from colopred.research.placement_study import (compare_placements, find_scenario
 from .conftest import DATA
 
 
+pytestmark = [pytest.mark.data, pytest.mark.slow]
+
 @pytest.fixture(scope="module")
 def dataset():
     return load_dataset(DATA)

@@ -73,6 +73,7 @@ def test_dataset_rows_describe_each_job_at_its_solo_baseline(dataset):
     assert moved["resnet18-b16-fp32"] > 0.5 and moved["vgg16-b128-bf16"] == 0  # CPU-bound jobs move, saturating ones do not
 
 
+@pytest.mark.slow
 def test_retimed_profiles_predict_unseen_architectures_better(dataset):
     from colopred.research.evaluation import solo_time_sensitivity
 
@@ -136,6 +137,7 @@ def test_model_is_better_than_analytic_baseline_in_sample(dataset):
     assert err_model < err_base
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["timeslice", "mps"])
 def test_trained_on_pairs_the_model_extrapolates_to_triples(dataset, mode):
     """Set size enters only through the contention baseline, so a model that never saw a
@@ -330,6 +332,7 @@ def test_wait_load_is_launches_times_co_runners_mps_wait(profiles):
 
 
 
+@pytest.mark.slow
 def test_evaluation_runs_when_profiles_lack_sm_fill(dataset):
     """A lab's ncu reports without launch__waves_per_multiprocessor give profiles without SM fill
     or MPS wait:

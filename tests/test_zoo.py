@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-import torch  # noqa: E402  (the README test command installs it)
+torch = pytest.importorskip("torch", reason="the workload zoo needs PyTorch (the README's test command installs a CPU build)")
 
 from colopred.measurement.harness.campaign import Campaign  # noqa: E402
 from colopred.measurement.harness.gpu_pool import GpuWorkerPool  # noqa: E402
@@ -46,6 +46,7 @@ def test_job_names_round_trip():
         JobSpec.parse("resnet18")
 
 
+@pytest.mark.slow
 def test_real_worker_processes_run_windows(tmp_path):
     jobs = ("resnet18-b2-fp32", "dlrm-b8-fp32")
     cfg = CampaignConfig(jobs=jobs, sets=(jobs,), modes=("timeslice",), repeat_frac=0.0, min_iters=3,
@@ -74,6 +75,7 @@ def test_parking_keeps_the_optimizer_bound_to_the_model():
     assert torch.isfinite(loss)
 
 
+@pytest.mark.slow
 def test_parking_pool_runs_windows_and_records_it(tmp_path):
     jobs = ("resnet18-b2-fp32", "dlrm-b8-fp32")
     cfg = CampaignConfig(jobs=jobs, sets=(jobs,), modes=("timeslice",), repeat_frac=0.0, min_iters=3,
@@ -97,6 +99,7 @@ def test_refill_batch_restarts_evicted_jobs_oldest_first_while_they_fit():
     assert refill_batch([], peaks, 100.0) == []
 
 
+@pytest.mark.slow
 def test_parking_pool_restarts_evicted_workers_with_the_next_window():
     """A parked pool brings back workers that were stopped to make room in the same parallel
     start-up as the next window's, instead of one window at a time."""

@@ -89,17 +89,12 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         f"{ds.rows['job'].nunique()} jobs, {ds.rows['arch'].nunique()} architectures.",
         "All figures are out-of-sample. Lower is better for MAPE and δ MAE; higher for agreement and rank correlation.",
         "",
-        "Model: s = (1 + α·L + β_full·W·φ_j + β_small·W·(1 − φ_j))·exp(f(x)), L = Σ_{k≠j} busy_k · min(1, busy_j) (contention load; under MPS each "
-        f"co-runner's term weighted by 2(u_k + ε)/(u_j + u_k + 2ε), u = busy · JobProfile.mps_wait_us, ε = {SHARE_EPS_US:g} µs: "
-        "who holds the SMs longer keeps them, and by the co-runner's SM fill), "
-        "W = K_j/t_j · Σ_{k≠j} busy_k · w_k · √busy_j (MPS wait: w_k = JobProfile.mps_wait_us; K_j = kernels / JobProfile.stream_overlap, the launches that wait one after another; "
-        "√busy_j: a host-bound job's idle time absorbs part of its waits), split by the target's per-launch SM fill "
-        "φ_j = JobProfile.launch_fill_pct/100 (a launch that needs part of the GPU's block slots waits for part of the co-runners' blocks); "
-        "α, β_full, β_small ≥ 0 fitted per mode by "
-        "least squares, f = XGBoost on the target's profile and the mean/max/min of its co-runners' (no set size, no sums; "
-        "under MPS also the target's and co-runners' MPS wait and the co-runners' DRAM p25), monotone in co-runners' mean DRAM and SM demand "
-        "(and mean wait). The row \"contention baseline (fitted)\" is that baseline alone. "
-        "Intervals: 5%/95% quantile model widened by split-conformal residuals from folds grouped by architecture.",
+        "Model (`docs/model.md`): s = (1 + α·L + β_full·W·φ_j + β_small·W·(1 − φ_j))·exp(f(x)): a contention baseline "
+        "(L the co-runners' contention load, under MPS weighted by who holds the SMs longer (ε = "
+        f"{SHARE_EPS_US:g} µs) and by their SM fill; W the MPS wait per serial launch, gated by √busy_j; φ_j the target's "
+        "per-launch SM fill; α, β ≥ 0 by least squares) times XGBoost trees f on the target's profile and the mean/max/min "
+        "of its co-runners'. The row \"contention baseline (fitted)\" is that baseline alone. Intervals: 5%/95% quantile "
+        "model widened by split-conformal residuals from folds grouped by architecture.",
         "",
         "Inputs: " + ("each window's jobs are described by their profiles re-timed (`JobProfile.retimed`) to the solo "
                       "iteration time its slowdowns are measured against (the job's solo windows just before and after it "

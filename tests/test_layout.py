@@ -1,0 +1,155 @@
+"""The package's shape: what the runtime may import, one version, strict-JSON files, the estimator contract."""
+
+import ast
+import json
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from colopred import __version__
+from colopred.runtime.estimator import SlowdownModel
+from colopred.runtime.features import FEATURES
+
+from .conftest import DATA, ROOT
+
+PKG = ROOT / "colopred"
+# What a scheduler imports: the runtime and the value types it uses.
+RUNTIME = [PKG / "runtime", PKG / "profile.py", PKG / "gpu.py", PKG / "errors.py", PKG / "constants.py", PKG / "__init__.py"]
+FORBIDDEN_FOR_RUNTIME = ("colopred.measurement", "colopred.research", "colopred.cli", "torch", "pynvml")
+
+
+def _modules(paths):
+    for p in paths:
+        yield from (sorted(p.rglob("*.py")) if p.is_dir() else [p])
+
+
+def _imports(path: Path) -> set[str]:
+    """Absolute names of every module ``path`` imports (relative imports resolved against its package)."""
+    rel = path.relative_to(ROOT).with_suffix("")
+    package = list(rel.parts[:-1]) if rel.name != "__init__" else list(rel.parts[:-1])
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+                out.add(name)
+                out |= {f"{name}.{a.name}" for a in node.names}
+            else:
+                out.add(node.module)
+    return out
+
+
+def test_runtime_imports_nothing_from_measurement_research_or_cli():
+    bad = {}
+    for f in _modules(RUNTIME):
+        hits = sorted(i for i in _imports(f) if i.startswith(FORBIDDEN_FOR_RUNTIME))
+        if hits:
+            bad[str(f.relative_to(ROOT))] = hits
+    assert not bad, bad
+
+
+def test_measurement_never_imports_research_cli_or_xgboost():
+    """The GPU side runs from the working tree on machines without XGBoost."""
+    bad = {}
+    for f in _modules([PKG / "measurement", PKG / "window.py"]):
+        hits = sorted(i for i in _imports(f) if i.startswith(("colopred.research", "colopred.cli", "xgboost"))
+                      or i in ("colopred.runtime.predictor", "colopred.runtime.estimator", "colopred.runtime.manifest"))
+        if hits:
+            bad[str(f.relative_to(ROOT))] = hits
+    assert not bad, bad
+
+
+def test_a_scheduler_predicting_loads_no_gpu_harness_zoo_or_research_code():
+    code = ("import sys, colopred; from colopred import JobProfile, Predictor; "
+            f"a = JobProfile.from_json({str(DATA / 'profiles/ncu/resnet18-b64-fp32.json')!r}); "
+            f"b = JobProfile.from_json({str(DATA / 'profiles/ncu/gpt2_small-b8-bf16.json')!r}); "
+            "p = Predictor.default('mps').predict([a, b]); assert p.slowdown[0] > 1; "
+            "print(sorted(m for m in sys.modules if m.startswith(('colopred.', 'torch', 'pynvml'))))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    loaded = eval(r.stdout)
+    assert loaded and all(m.startswith(("colopred.runtime", "colopred.profile", "colopred.gpu", "colopred.errors",
+                                        "colopred.constants")) for m in loaded), loaded
+
+
+def test_the_version_lives_in_one_place():
+    assert metadata.version("colopred") == __version__
+    r = subprocess.run([sys.executable, "-m", "colopred", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == f"colopred {__version__}"
+    toml = (ROOT / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in toml and '\nversion = "' not in toml
+
+
+def _strict(text: str):
+    def refuse(name):
+        raise ValueError(f"not strict JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_shipped_manifests_and_profiles_are_strict_json():
+    files = sorted((PKG / "runtime" / "models").glob("*.json")) + sorted((DATA / "profiles").rglob("*.json"))
+    assert len(files) > 50
+    for f in files:
+        _strict(f.read_text())
+
+
+def test_shipped_models_are_package_data():
+    from colopred.runtime.manifest import default_model_path, read_manifest
+
+    for mode in ("timeslice", "mps"):
+        path = default_model_path(mode)
+        assert PKG in path.parents
+        man = read_manifest(path)
+        assert man["mode"] == mode and man["gpu"] == "NVIDIA H100 80GB HBM3"
+    toml = (ROOT / "pyproject.toml").read_text()
+    assert '"runtime/models/*.json"' in toml and '"runtime/models/*.ubj"' in toml and '"py.typed"' in toml
+
+
+def _rows(n=60, seed=0):
+    """Feature rows of real shipped profiles in random pairs, with slowdowns of a known form."""
+    from colopred.runtime.features import feature_matrix, profile_matrix
+    from colopred.profile import load_profiles
+
+    profiles = load_profiles(sorted((DATA / "profiles" / "ncu").glob("*.json"))[:12])
+    rng = np.random.default_rng(seed)
+    sets = np.array([rng.choice(len(profiles), 2, replace=False) for _ in range(n)])
+    X, _, _ = feature_matrix(profile_matrix(profiles), sets)
+    s = 1 + X[:, FEATURES.index("co_sum_busy")] * (0.5 + 0.01 * X[:, FEATURES.index("t_dram_util")])
+    return X, s
+
+
+def test_the_estimator_follows_scikit_learns_contract():
+    m = SlowdownModel(mode="mps", params={"n_estimators": 200}, interval=False)
+    assert m.get_params()["mode"] == "mps" and m.get_params()["params"] == {"n_estimators": 200}
+    c = clone(m)
+    assert c is not m and c.get_params() == m.get_params()
+    assert not hasattr(c, "point_")
+    X, s = _rows()
+    assert m.fit(X, s) is m
+    assert hasattr(m, "point_") and m.baseline_coefs_.shape == (3,) and m.interval_ is None
+    pred = m.predict(X)
+    assert pred.shape == s.shape and np.all(pred > 0)
+    err = np.mean(np.abs(pred - s) / s)
+    assert err < 0.02 and err < np.mean(np.abs(m.baseline(X) - s) / s)  # the trees improve on the baseline
+    m2 = clone(m).set_params(params={"n_estimators": 40})
+    assert m2.get_params()["params"] == {"n_estimators": 40} and not hasattr(m2, "point_")
+    # a frame with the FEATURES columns is taken by name, in any column order
+    import pandas as pd
+
+    frame = pd.DataFrame(X, columns=FEATURES)[list(reversed(FEATURES))]
+    assert np.allclose(m.predict(frame), pred)
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        SlowdownModel().predict(X)
+    with pytest.raises(ValueError, match="features"):
+        m.predict(X[:, :5])
