@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from colopred.profile import JobProfile  # noqa: E402
 from colopred.measurement.profiling.timeline import overlap_of  # noqa: E402
+from colopred.profile import JobProfile  # noqa: E402
 
 
 def main() -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from colopred.runtime.predictor import Predictor
 from colopred.profile import JobProfile
+from colopred.runtime.predictor import Predictor
 
 PROFILES = Path(__file__).resolve().parents[1] / "datasets" / "h100" / "profiles" / "ncu"
 

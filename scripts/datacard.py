@@ -13,10 +13,19 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from colopred.measurement.harness.reader import machine_key, read_windows, remeasured_sets, repeat_noise, segment_key, set_table, slowdown_table, solo_noise  # noqa: E402
-from colopred.research.dataset import arch_of  # noqa: E402
-from colopred.profile import JobProfile  # noqa: E402
+from colopred.measurement.harness.reader import (  # noqa: E402
+    machine_key,
+    read_windows,
+    remeasured_sets,
+    repeat_noise,
+    segment_key,
+    set_table,
+    slowdown_table,
+    solo_noise,
+)
 from colopred.measurement.zoo.registry import JobSpec  # noqa: E402
+from colopred.profile import JobProfile  # noqa: E402
+from colopred.research.dataset import arch_of  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "datasets" / "h100"
 

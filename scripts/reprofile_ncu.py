@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from colopred.errors import InputError  # noqa: E402
-from colopred.profile import JobProfile  # noqa: E402
 from colopred.measurement.profiling.ncu_profile import profile_from_ncu  # noqa: E402
+from colopred.profile import JobProfile  # noqa: E402
 
 
 def rebuild(old: JobProfile, report: Path) -> JobProfile:

@@ -29,7 +29,12 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from colopred.measurement.harness.reader import nearest_solo_windows, read_windows, slowdown_table, solo_table  # noqa: E402
+from colopred.measurement.harness.reader import (  # noqa: E402
+    nearest_solo_windows,
+    read_windows,
+    slowdown_table,
+    solo_table,
+)
 from colopred.research.dataset import feature_rows, load_profiles_dir  # noqa: E402
 from colopred.research.evaluation import mape_pct, out_of_sample  # noqa: E402
 from colopred.research.report import md_table  # noqa: E402

@@ -134,3 +134,42 @@ def test_profile_overlap_from_a_torch_trace_or_a_timeline(tmp_path, capsys):
         code, _, err = run(capsys, "profile", "overlap", gin, "--timeline", bad, "-o", out)
         assert code != 0 and str(bad) in err and msg in err and len(err.strip().splitlines()) == 1
     assert out.read_text() == "kept"
+
+
+def test_every_option_has_help_and_shows_its_default():
+    import argparse
+
+    from colopred.cli import build_parser
+
+    def parsers(p):
+        yield p
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for sub in a.choices.values():
+                    yield from parsers(sub)
+
+    for p in parsers(build_parser()):
+        for a in p._actions:
+            if isinstance(a, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)):
+                continue
+            assert a.help, f"{p.prog}: {a.option_strings or a.dest} has no help text"
+            if a.help is argparse.SUPPRESS:
+                continue
+            shown = p.formatter_class(p.prog)._get_help_string(a)
+            if a.default not in (None, False) and a.nargs != 0:
+                assert "%(default)s" in shown or str(a.default) in shown, f"{p.prog} {a.option_strings}: default not shown"
+
+
+@pytest.mark.parametrize("args", [["train", "--data", "x", "--out", "y", "--modes", "mps,gpu"],
+                                  ["evaluate", "--modes", "fast"]])
+def test_unknown_modes_are_refused_in_one_line(capsys, args):
+    code, out, err = run(capsys, *args)
+    assert code == 2 and err.count("\n") == 1 and "--modes: unknown mode" in err and "timeslice, mps" in err
+
+
+def test_python_dash_m_colopred_is_the_cli():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "colopred", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "predict" in r.stdout and "profile" in r.stdout and "measure" in r.stdout

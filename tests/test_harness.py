@@ -8,7 +8,13 @@ import pytest
 
 from colopred.measurement.harness.campaign import Campaign
 from colopred.measurement.harness.plan import CampaignConfig, expand_sets, make_plan
-from colopred.measurement.harness.reader import read_windows, repeat_noise, set_table, slowdown_table, solo_noise
+from colopred.measurement.harness.reader import (
+    read_windows,
+    repeat_noise,
+    set_table,
+    slowdown_table,
+    solo_noise,
+)
 from colopred.measurement.harness.records import RecordWriter, iter_records
 
 JOBS = ("a-b1-fp32", "b-b1-fp32", "c-b1-fp32", "d-b1-fp32")

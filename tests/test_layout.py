@@ -116,8 +116,8 @@ def test_shipped_models_are_package_data():
 
 def _rows(n=60, seed=0):
     """Feature rows of real shipped profiles in random pairs, with slowdowns of a known form."""
-    from colopred.runtime.features import feature_matrix, profile_matrix
     from colopred.profile import load_profiles
+    from colopred.runtime.features import feature_matrix, profile_matrix
 
     profiles = load_profiles(sorted((DATA / "profiles" / "ncu").glob("*.json"))[:12])
     rng = np.random.default_rng(seed)

@@ -8,9 +8,13 @@ import pytest
 
 from colopred.errors import InputError
 from colopred.measurement.profiling.ncu_csv import read_ncu_csv
-from colopred.measurement.profiling.ncu_profile import kernel_metrics, profile_from_ncu, weighted_percentiles
+from colopred.measurement.profiling.ncu_profile import (
+    kernel_metrics,
+    profile_from_ncu,
+    weighted_percentiles,
+)
 
-from .conftest import FULL_REPORT, MINIMAL_REPORT, SAMPLE, FIXTURES
+from .conftest import FIXTURES, FULL_REPORT, MINIMAL_REPORT, SAMPLE
 
 
 def independent_M(path):

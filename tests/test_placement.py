@@ -3,11 +3,16 @@
 import pytest
 
 from colopred.research.dataset import load_dataset
-from colopred.research.placement_study import (compare_placements, find_scenario, find_scenarios, measured_pair_throughput,
-                                         perfect_matchings, placement_table)
+from colopred.research.placement_study import (
+    compare_placements,
+    find_scenario,
+    find_scenarios,
+    measured_pair_throughput,
+    perfect_matchings,
+    placement_table,
+)
 
 from .conftest import DATA
-
 
 pytestmark = [pytest.mark.data, pytest.mark.slow]
 

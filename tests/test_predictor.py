@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 
 from colopred.errors import InputError, SchemaError
-from colopred.research.dataset import load_dataset
-from colopred.research.baselines import busy_analytic
-from colopred.research.evaluation import splits
-from colopred.runtime.features import FEATURES, feature_frame
-from colopred.runtime.estimator import SlowdownModel
-from colopred.runtime.predictor import Predictor
 from colopred.profile import JobProfile
+from colopred.research.baselines import busy_analytic
+from colopred.research.dataset import load_dataset
+from colopred.research.evaluation import splits
+from colopred.runtime.estimator import SlowdownModel
+from colopred.runtime.features import FEATURES, feature_frame
+from colopred.runtime.predictor import Predictor
 
 from .conftest import DATA, ROOT
 
@@ -246,7 +246,9 @@ def test_gpm_profiles_leave_kernel_level_features_missing_not_zero(profiles):
     assert np.isnan(f.loc["vgg16-b32-fp32", "t_launch_fill"])
     others = [c for c in FEATURES if not c.endswith(("sm_fill", "busy_mps_wait_us", "dram_util_p25", "launch_fill"))]
     assert np.isfinite(f[others].to_numpy()).all()
-    from colopred.runtime.baseline import baseline_terms  # missing wait: 0, missing per-launch fill: 1
+    from colopred.runtime.baseline import (
+        baseline_terms,  # missing wait: 0, missing per-launch fill: 1
+    )
 
     T = pd.DataFrame(baseline_terms(f[list(FEATURES)].to_numpy(), "mps_share"), index=f.index)
     assert np.isfinite(T.to_numpy()).all() and (T.loc["resnet18-b64-fp32", [1, 2]] == 0).all()
@@ -307,7 +309,12 @@ def test_wait_load_is_launches_times_co_runners_mps_wait(profiles):
     """W_j = K_j / o_j / t_j · Σ_{k≠j} busy_k · w_k · √busy_j (t_j in µs, o_j the stream overlap); the
     baseline's terms are L, W·φ_j and W·(1 − φ_j) (φ_j the per-launch SM fill), their coefficients
     the non-negative least-squares fit."""
-    from colopred.runtime.baseline import baseline_terms, contention_load, fit_coefs, wait_load
+    from colopred.runtime.baseline import (
+        baseline_terms,
+        contention_load,
+        fit_coefs,
+        wait_load,
+    )
 
     jobs = [profiles["lstm_lm-b16-fp32"], profiles["vgg16-b256-fp32"], profiles["resnet18-b64-fp32"]]
     f = feature_frame([jobs]).set_index("job")

@@ -10,8 +10,13 @@ import pandas as pd
 import pytest
 
 from colopred.errors import InputError
+from colopred.measurement.profiling.timeline import (
+    COLUMNS,
+    read_timeline,
+    reduce_trace,
+    stream_overlap,
+)
 from colopred.profile import JobProfile
-from colopred.measurement.profiling.timeline import COLUMNS, read_timeline, reduce_trace, stream_overlap
 
 from .conftest import DATA, FIXTURES
 

@@ -50,6 +50,16 @@ def add_verbosity(p: argparse.ArgumentParser) -> None:
     g.add_argument("-q", "--quiet", action="store_true", help="no progress lines, errors only")
 
 
+def command(sub, name: str, helptext: str, func, description: str | None = None, verbosity: bool = True
+            ) -> argparse.ArgumentParser:
+    """A subcommand's parser: help with defaults, ``-v``/``-q`` (unless ``verbosity`` is False), ``func`` to run."""
+    p = sub.add_parser(name, help=helptext, description=description or helptext, formatter_class=HelpFormatter)
+    if verbosity:
+        add_verbosity(p)
+    p.set_defaults(func=func)
+    return p
+
+
 def log_of(a: argparse.Namespace) -> Log:
     return Log(0 if getattr(a, "quiet", False) else 2 if getattr(a, "verbose", False) else 1)
 

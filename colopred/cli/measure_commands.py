@@ -57,10 +57,10 @@ def cmd_table(a) -> int:
 
 
 def add_commands(sub) -> None:
-    from . import HelpFormatter, add_verbosity
+    from . import command
 
-    p = sub.add_parser("measure", help="measure solo and collocated iteration times on the GPU", formatter_class=HelpFormatter,
-                       description="Measure solo and collocated iteration times of zoo jobs on the GPU (a campaign).")
+    p = command(sub, "measure", "measure solo and collocated iteration times on the GPU", cmd_measure,
+                "Measure solo and collocated iteration times of zoo jobs on the GPU (a campaign).")
     p.add_argument("--jobs", help="zoo jobs, comma separated")
     p.add_argument("--sets", help="pairs | triples | pairs+triples | FILE (one set per line, jobs joined by +)")
     p.add_argument("--mode", choices=(*MODES, "both"), help="sharing mode(s) to measure")
@@ -79,12 +79,8 @@ def add_commands(sub) -> None:
                    help="keep idle workers' weights and optimizer state in host memory between windows "
                         "(for campaigns whose jobs do not all fit on the GPU at once)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (for logs); progress lines still print")
-    add_verbosity(p)
-    p.set_defaults(func=cmd_measure)
 
-    p = sub.add_parser("table", help="tidy slowdown table of measurement records", formatter_class=HelpFormatter,
-                       description="One row per (collocated window, job): solo and collocated ms, slowdown, δ, throughput.")
+    p = command(sub, "table", "tidy slowdown table of measurement records", cmd_table,
+                "One row per (collocated window, job): solo and collocated ms, slowdown, δ, throughput.")
     p.add_argument("paths", nargs="+", help="campaign directories or windows.jsonl files")
     p.add_argument("-o", "--output", help="CSV to write (default: print)")
-    add_verbosity(p)
-    p.set_defaults(func=cmd_table)

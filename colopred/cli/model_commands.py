@@ -73,29 +73,24 @@ def cmd_evaluate(a) -> int:
 
 
 def add_commands(sub) -> None:
-    from . import HelpFormatter, add_verbosity
+    from . import command
 
-    p = sub.add_parser("predict", help="predict the slowdown of jobs sharing one GPU", formatter_class=HelpFormatter,
-                       description="Predict each job's slowdown, δ and normalised throughput when the profiled jobs share one GPU.")
+    p = command(sub, "predict", "predict the slowdown of jobs sharing one GPU", cmd_predict,
+                "Predict each job's slowdown, δ and normalised throughput when the profiled jobs share one GPU.", verbosity=False)
     p.add_argument("profiles", nargs="+", help="profile JSON files (colopred profile ...), two or more")
     p.add_argument("--mode", choices=MODES, required=True, help="sharing mode")
     p.add_argument("--model", help="model manifest (default: the shipped H100 model of --mode)")
     p.add_argument("--json", action="store_true", help="machine-readable output (with any warnings)")
-    p.set_defaults(func=cmd_predict)
 
-    p = sub.add_parser("train", help="train models on a dataset folder (profiles + campaigns)", formatter_class=HelpFormatter,
-                       description="Fit one model per mode on a dataset folder and write OUT-MODE.json with its model files.")
+    p = command(sub, "train", "train models on a dataset folder (profiles + campaigns)", cmd_train,
+                "Fit one model per mode on a dataset folder and write OUT-MODE.json with its model files.")
     p.add_argument("--data", required=True, help="dataset folder: profiles/ncu/*.json and campaigns/*/windows.jsonl")
     p.add_argument("--out", required=True, help="output stem: writes OUT-MODE.json, OUT-MODE.point.ubj, OUT-MODE.interval.ubj")
     p.add_argument("--modes", default=",".join(MODES), help="modes to train, comma separated")
     p.add_argument("--no-metrics", action="store_true", help="skip the cross-validated metrics in the manifest")
-    add_verbosity(p)
-    p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("evaluate", help="cross-validated evaluation against baselines, with a report", formatter_class=HelpFormatter,
-                       description="Cross-validate colopred and the baselines on a dataset; with --out, write report.md and plots.")
+    p = command(sub, "evaluate", "cross-validated evaluation against baselines, with a report", cmd_evaluate,
+                "Cross-validate colopred and the baselines on a dataset; with --out, write report.md and plots.")
     p.add_argument("--data", default="datasets/h100", help="dataset folder")
     p.add_argument("--out", help="folder for report.md, metrics.csv and figures")
     p.add_argument("--modes", default=",".join(MODES), help="modes to evaluate, comma separated")
-    add_verbosity(p)
-    p.set_defaults(func=cmd_evaluate)

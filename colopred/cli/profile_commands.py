@@ -123,17 +123,12 @@ def cmd_timeline(a) -> int:  # pragma: no cover - GPU
 
 
 def add_commands(sub) -> None:
-    from . import HelpFormatter, add_verbosity
+    from . import HelpFormatter, command
 
     prof = sub.add_parser("profile", help="profile a job alone on the GPU, or turn a report into a profile", formatter_class=HelpFormatter)
     psub = prof.add_subparsers(dest="profile_command", required=True, metavar="SUBCOMMAND")
 
-    def parser(name: str, helptext: str) -> argparse.ArgumentParser:
-        p = psub.add_parser(name, help=helptext, description=helptext, formatter_class=HelpFormatter)
-        add_verbosity(p)
-        return p
-
-    p = parser("ncu", "turn an `ncu --csv --page raw` report into a profile")
+    p = command(psub, "ncu", "turn an `ncu --csv --page raw` report into a profile", cmd_ncu)
     p.add_argument("report", help="ncu CSV report (plain or .gz)")
     p.add_argument("--name", required=True, help="job name")
     p.add_argument("--iter-ms", type=float, required=True, help="solo iteration time in milliseconds, measured without the profiler")
@@ -142,30 +137,26 @@ def add_commands(sub) -> None:
     p.add_argument("--process", type=int, default=None, help="process ID to keep when the report has several")
     p.add_argument("--device", type=int, default=None, help="device to keep when the report has several")
     p.add_argument("-o", "--output", required=True, help="profile JSON to write")
-    p.set_defaults(func=cmd_ncu)
 
-    p = parser("show", "print profiles readably")
+    p = command(psub, "show", "print profiles readably", cmd_show)
     p.add_argument("profiles", nargs="+", help="profile JSON files")
     p.add_argument("--json", action="store_true", help="print the JSON document")
-    p.set_defaults(func=cmd_show)
 
-    p = parser("retime", "re-time a profile to the job's solo iteration time on the machine where it will run")
+    p = command(psub, "retime", "re-time a profile to the job's solo iteration time on the machine where it will run", cmd_retime)
     p.add_argument("profile", help="profile JSON")
     p.add_argument("--iter-ms", type=float, required=True,
                    help="solo iteration time in milliseconds, measured alone on the target machine (kernel time is kept)")
     p.add_argument("-o", "--output", required=True, help="profile JSON to write (may be the input)")
-    p.set_defaults(func=cmd_retime)
 
-    p = parser("overlap", "set a profile's stream overlap from the job's solo timeline")
+    p = command(psub, "overlap", "set a profile's stream overlap from the job's solo timeline", cmd_overlap)
     p.add_argument("profile", help="profile JSON")
     p.add_argument("--timeline", required=True,
                    help="the job's solo timeline: a torch.profiler Chrome trace with CUDA activity (.json, .json.gz) or "
                         "`colopred profile timeline`'s table (.csv.gz)")
     p.add_argument("-o", "--output", required=True, help="profile JSON to write (may be the input)")
-    p.set_defaults(func=cmd_overlap)
 
     for name, helptext in (("run", "profile a command under ncu (GPU)"), ("nvml", "profile a command with NVML GPM counters (GPU)")):
-        p = parser(name, helptext)
+        p = command(psub, name, helptext, cmd_run if name == "run" else cmd_nvml)
         p.add_argument("--zoo", help="a zoo job to profile, e.g. resnet18-b64-fp32")
         p.add_argument("--name", help="job name (default: the zoo job's)")
         p.add_argument("--warmup", type=int, default=10, help="iterations before the window")
@@ -176,17 +167,14 @@ def add_commands(sub) -> None:
             p.add_argument("--metric-set", choices=("full", "minimal"), default="full",
                            help="ncu metrics: minimal (duration, DRAM, occupancy) or full (also SM, L2, launch statistics)")
             p.add_argument("--keep-csv", help="also keep the ncu CSV here")
-            p.set_defaults(func=cmd_run)
         else:
             p.add_argument("--timing-iters", type=int, default=50, help="iterations timed while sampling")
             p.add_argument("--interval", type=float, default=0.1, help="GPM sampling interval, s")
-            p.set_defaults(func=cmd_nvml)
         p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ... (its loop uses colopred.window.ProfileWindow)")
 
-    p = parser("timeline", "record a zoo job's solo timeline with torch.profiler (GPU)")
+    p = command(psub, "timeline", "record a zoo job's solo timeline with torch.profiler (GPU)", cmd_timeline)
     p.add_argument("--zoo", required=True, help="zoo job, e.g. lstm_lm-b64-fp32")
     p.add_argument("--out", required=True, help="folder for JOB.timeline.csv.gz and JOB.timeline.json")
     p.add_argument("--iterations", type=int, default=6, help="iterations timed, then traced")
     p.add_argument("--warmup", type=int, default=8, help="iterations before timing")
     p.add_argument("--keep-trace", action="store_true", help="also keep torch's Chrome trace (gzipped)")
-    p.set_defaults(func=cmd_timeline)

@@ -14,7 +14,6 @@ import pandas as pd
 from ..runtime.baseline import baseline_slowdown, baseline_terms, fit_coefs
 
 
-
 def no_interference(df: pd.DataFrame) -> np.ndarray:
     return np.ones(len(df))
 

@@ -22,11 +22,12 @@ import numpy as np
 import pandas as pd
 
 from ..runtime import outcome
+from ..runtime.baseline import load_kind
+from ..runtime.estimator import SlowdownModel
+from ..runtime.features import FEATURES
 from .baselines import FIXED_BASELINES, ContentionBaseline, LinearBaseline
 from .dataset import Dataset
-from ..runtime.baseline import load_kind
-from ..runtime.features import FEATURES
-from ..runtime.estimator import SlowdownModel
+
 
 # -------------------------------------------------------------------- metrics
 def set_level(df: pd.DataFrame, pred: np.ndarray) -> pd.DataFrame:
@@ -196,9 +197,8 @@ def evaluate(ds: Dataset, out_dir: str | Path | None = None, modes=("timeslice",
         models[mode] = SlowdownModel(mode=mode, calibrate=False).fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy())
     table = pd.concat(tables, ignore_index=True)
     if out_dir is not None:
-        from .report import write_report
-
         from .placement_study import placement_table
+        from .report import write_report
 
         log("placement on measured data")
         placement = placement_table(ds, modes)

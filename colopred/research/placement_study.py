@@ -22,10 +22,10 @@ from typing import Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from .dataset import Dataset
 from ..runtime.estimator import SlowdownModel
 from ..runtime.features import FEATURES
 from ..runtime.predictor import Predictor
+from .dataset import Dataset
 
 
 def perfect_matchings(items: Sequence[str]) -> Iterator[list[tuple[str, str]]]:

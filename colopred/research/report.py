@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .dataset import Dataset
 from ..constants import SHARE_EPS_US
+from .dataset import Dataset
 
 COLS = ["slowdown_mape_pct", "delta_mae", "pays_off_agreement_pct", "partner_rank_corr", "interval_coverage_pct", "n_sets"]
 

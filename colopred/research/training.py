@@ -6,12 +6,11 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..constants import MODES
-
-from .dataset import load_dataset
-from .evaluation import evaluate_mode
 from ..runtime.estimator import SlowdownModel
 from ..runtime.features import FEATURES
 from ..runtime.predictor import Predictor
+from .dataset import load_dataset
+from .evaluation import evaluate_mode
 
 
 def train(data_dir: str | Path, out: str | Path, modes: Sequence[str] = MODES, with_metrics: bool = True,

@@ -20,8 +20,19 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from ..constants import CONFORMAL_FOLDS, INTERVAL_COVERAGE, INTERVAL_QUANTILES, TREE_PARAMS
-from .baseline import LOAD_KINDS, baseline_slowdown, baseline_terms, fit_coefs, load_kind
+from ..constants import (
+    CONFORMAL_FOLDS,
+    INTERVAL_COVERAGE,
+    INTERVAL_QUANTILES,
+    TREE_PARAMS,
+)
+from .baseline import (
+    LOAD_KINDS,
+    baseline_slowdown,
+    baseline_terms,
+    fit_coefs,
+    load_kind,
+)
 from .features import FEATURES, MONOTONE_INCREASING, model_features
 
 BATCH_THREADS_FROM_ROWS = 10_000

@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import GpuError
 from ...constants import CONTEXT_OVERHEAD_GIB
+from ...errors import GpuError
 from ...runtime.outcome import memory_need_gib
 from .mps import MpsDaemon
 from .worker import worker_main
@@ -38,6 +38,19 @@ def refill_batch(evicted: list[str], peak_gib: dict[str, float], free_gib: float
             out.append(j)
             free_gib -= need
     return out
+
+
+def _receive(w: "_Worker", deadline: float, clock) -> dict | None:
+    """The worker's next message, or None if it exits or ``clock()`` passes ``deadline`` first."""
+    while clock() < deadline:
+        if w.conn.poll(0.5):
+            try:
+                return w.conn.recv()
+            except EOFError:
+                return None
+        if not w.proc.is_alive():
+            return None
+    return None
 
 
 @dataclass
@@ -139,16 +152,7 @@ class GpuWorkerPool:
                 new.append(self._spawn(j))
         deadline = time.monotonic() + READY_TIMEOUT_S
         for w in new:
-            msg = None
-            while time.monotonic() < deadline:
-                if w.conn.poll(0.5):
-                    try:
-                        msg = w.conn.recv()
-                    except EOFError:
-                        msg = None
-                    break
-                if not w.proc.is_alive():
-                    break
+            msg = _receive(w, deadline, time.monotonic)
             if msg and msg.get("ready"):
                 w.resident_gib = msg["resident_gib"]
                 self.workers[w.job] = w
@@ -236,16 +240,7 @@ class GpuWorkerPool:
         deadline = end_at + 120.0
         for j in jobs:
             w = self.workers[j]
-            res = None
-            while time.time() < deadline:
-                if w.conn.poll(0.5):
-                    try:
-                        res = w.conn.recv()
-                    except EOFError:
-                        res = None
-                    break
-                if not w.proc.is_alive():
-                    break
+            res = _receive(w, deadline, time.time)
             if res is None:
                 results[j] = {"status": "died", "error": f"worker exited (code {w.proc.exitcode}) during the window", "iterations": 0}
                 self.workers.pop(j, None)

@@ -23,7 +23,6 @@ from ...constants import MODES
 from ...errors import InputError
 
 
-
 @dataclass(frozen=True)
 class WindowSpec:
     window_id: str

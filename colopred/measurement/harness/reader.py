@@ -32,7 +32,6 @@ from .campaign import RECORDS_FILE
 from .records import iter_records
 
 
-
 def _record_files(paths) -> list[Path]:
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]

@@ -11,7 +11,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...constants import MAX_BUSY_FRACTION_FROM_NCU, MPS_WAIT_BLOCK_EXPONENT, MPS_WAIT_MIN_WAVES
+from ...constants import (
+    MAX_BUSY_FRACTION_FROM_NCU,
+    MPS_WAIT_BLOCK_EXPONENT,
+    MPS_WAIT_MIN_WAVES,
+)
 from ...errors import InputError
 from ...gpu import GpuInfo
 from ...profile import JobProfile

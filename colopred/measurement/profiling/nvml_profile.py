@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...gpu import GpuInfo
-from ..nvml import time_weighted
 from ...profile import JobProfile
+from ..nvml import time_weighted
 
 
 def _ratio_pct(num: float | None, den_fraction: float) -> float | None:

@@ -65,7 +65,15 @@ class Bottleneck(nn.Module):
         return F.relu(self.se(self.c3(self.c2(self.c1(x)))) + self.down(x))
 
 
-class ResNet(nn.Module):
+class _StagedClassifier(nn.Module):
+    """stem -> body (stages of blocks) -> global average pool -> fc, the head ResNet and RegNetX share."""
+
+    def forward(self, x):
+        x = self.body(self.stem(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class ResNet(_StagedClassifier):
     def __init__(self, block, layers, num_classes=1000, se=False, widths=(64, 128, 256, 512)):
         super().__init__()
         self.stem = nn.Sequential(_conv_bn(3, 64, 7, 2), nn.MaxPool2d(3, 2, 1))
@@ -77,12 +85,8 @@ class ResNet(nn.Module):
         self.body = nn.Sequential(*blocks)
         self.fc = nn.Linear(cin, num_classes)
 
-    def forward(self, x):
-        x = self.body(self.stem(x))
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
-
-class RegNetX(nn.Module):
+class RegNetX(_StagedClassifier):
     """RegNetX-style network: stages of grouped bottlenecks (group width ``gw``)."""
 
     def __init__(self, depths=(1, 2, 7, 12), widths=(32, 64, 160, 384), gw=16, num_classes=1000):
@@ -96,10 +100,6 @@ class RegNetX(nn.Module):
                 cin = w
         self.body = nn.Sequential(*blocks)
         self.fc = nn.Linear(cin, num_classes)
-
-    def forward(self, x):
-        x = self.body(self.stem(x))
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
 class _RegBlock(nn.Module):

@@ -1,0 +1,26 @@
+"""The README's examples run as written."""
+
+import re
+import subprocess
+import sys
+
+from .conftest import ROOT
+
+README = (ROOT / "README.md").read_text()
+
+
+def test_the_scheduler_example_runs():
+    blocks = re.findall(r"```python\n(.*?)```", README, re.S)
+    example = next(b for b in blocks if "Predictor.default" in b)
+    r = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "throughput" in r.stdout and "resnet18-b64-fp32" in r.stdout
+
+
+def test_the_readme_is_a_users_guide():
+    assert len(README.splitlines()) < 250
+    assert not re.search(r"session [0-9]|tried and not kept", README, re.I)
+    # the two set-up commands are the ones CI runs
+    ci = (ROOT / ".ci" / "run").read_text()
+    test_cmd = re.search(r"Run the tests.*?```\n(.*?)\n```", README, re.S).group(1)
+    assert test_cmd in ci
