@@ -118,7 +118,7 @@ def test_default_model_predicts_consistently(mode, profiles):
     assert many[many["set_id"] == 1]["throughput"].iloc[0] == pytest.approx(pr.predict(jobs[:2]).throughput, rel=1e-6)
     assert first["memory_gib"].iloc[0] == pytest.approx(p.memory_gib) and bool(first["fits_memory"].iloc[0]) == p.fits_memory
     assert np.allclose(many["collocated_iteration_ms"], many["solo_iteration_ms"] * many["slowdown"])
-    # repeated sets, in other orders, are predicted once and handed back in each set's order
+    # the same set in another order gives each job the same slowdown, handed back in the set's order
     a, b, c = jobs
     many = pr.predict_many([[a, b, c], [c, a, b], [b, c], [a, b, c], [c, b]])
     slow = lambda i: tuple(many[many["set_id"] == i]["slowdown"])  # noqa: E731
@@ -372,3 +372,55 @@ def test_mps_trees_see_the_wait_features_and_time_slicing_trees_do_not():
         assert gain[[f for f in MPS_TREE_FEATURES if f.endswith(group)]].sum() > 0, group
     # monotone in the co-runners' mean wait where the trees see it
     assert mps.model._constraints().count("1") == 3 and ts.model._constraints().count("1") == 2
+
+
+def test_feature_rows_match_a_direct_computation_for_any_set_size(profiles):
+    """feature_matrix's vectorised aggregates equal the definitions computed set by set (sizes 2 to 5, GPM profiles
+    with missing values, empty slots anywhere)."""
+    import math
+
+    from colopred.constants import SHARE_EPS_US
+    from colopred.runtime.features import (
+        AGGS,
+        BASE,
+        CO_AGG,
+        feature_matrix,
+        profile_matrix,
+    )
+
+    gpm = [JobProfile.from_json(p) for p in sorted((DATA / "profiles" / "nvml").glob("*.json"))[:6]]
+    P = profile_matrix(list(profiles.values()) + gpm)
+    rng = np.random.default_rng(0)
+    sets = np.full((400, 5), -1)
+    for r in range(400):
+        k = rng.integers(2, 6)
+        slots = np.sort(rng.choice(5, k, replace=False))
+        sets[r, slots] = rng.choice(len(P), k, replace=False)
+    X, set_of, pos = feature_matrix(P, sets)
+    for x, s, i in zip(X, set_of, pos):
+        own, co = sets[s, i], [j for j in sets[s] if j >= 0 and j != sets[s, i]]
+        assert np.array_equal(x[: len(BASE)], P[own], equal_nan=True)
+        for b, name in enumerate(CO_AGG):
+            v = P[co, BASE.index(name)]
+            want = (dict(sum=v.sum(), max=v.max(), min=v.min(), mean=v.mean()) if not np.isnan(v).any()
+                    else dict.fromkeys(AGGS, np.nan))
+            for a, agg in enumerate(AGGS):
+                got = x[len(BASE) + 4 * b + a]
+                assert (math.isnan(got) and math.isnan(want[agg])) or got == pytest.approx(want[agg], rel=1e-12), (name, agg)
+        assert x[FEATURES.index("n_jobs")] == len(co) + 1
+        u = P[:, BASE.index("busy_mps_wait_us")]
+        share = [1.0 if np.isnan(u[own] + u[k]) else 2 * (u[k] + SHARE_EPS_US) / (u[own] + u[k] + 2 * SHARE_EPS_US) for k in co]
+        fill = [1.0 if np.isnan(P[k, BASE.index("sm_fill")]) else P[k, BASE.index("sm_fill")] / 100 for k in co]
+        load = sum(P[k, BASE.index("busy")] * f * w for k, f, w in zip(co, fill, share)) * min(1.0, P[own, BASE.index("busy")])
+        assert x[FEATURES.index("mps_share_load")] == pytest.approx(load, rel=1e-12)
+
+
+def test_predict_many_gives_every_slot_its_own_prediction_whatever_the_layout(profiles):
+    pr = Predictor.default("timeslice")
+    jobs = list(profiles.values())[:6]
+    idx = np.array([[0, -1, 1, 2], [3, 4, -1, -1], [-1, 5, 0, -1]])
+    s = pr.slowdown_index(jobs, idx)
+    assert np.isnan(s[idx < 0]).all()
+    for row, r in zip(idx, s):
+        members = [jobs[i] for i in row if i >= 0]
+        assert r[row >= 0] == pytest.approx(pr.predict(members).slowdown, rel=1e-9)

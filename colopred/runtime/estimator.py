@@ -181,6 +181,11 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self._check_fitted()
         return baseline_slowdown(self.baseline_coefs_, baseline_terms(_rows(X), self.load_))
 
+    def _tree_rows(self, X: np.ndarray) -> np.ndarray:
+        """The trees' columns as contiguous float32: XGBoost compares features in float32 anyway, so the
+        predictions are the same, and the copy is half the size."""
+        return np.ascontiguousarray(X[:, self._cols], dtype=np.float32)
+
     def _point(self, Xm: np.ndarray, base: np.ndarray) -> np.ndarray:
         return base * np.exp(_booster(self.point_, len(Xm)).inplace_predict(Xm))
 
@@ -188,7 +193,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         """Slowdown (> 0) of each row."""
         self._check_fitted()
         X = _rows(X)
-        return self._point(X[:, self._cols], baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_)))
+        return self._point(self._tree_rows(X), baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_)))
 
     def predict_interval(self, X) -> np.ndarray:
         """(lo, hi) slowdown of each row; always contains the point prediction."""
@@ -200,7 +205,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         if self.interval_ is None:
             raise ValueError("this model was fitted without its interval model (interval=False)")
         X = _rows(X)
-        Xm = X[:, self._cols]
+        Xm = self._tree_rows(X)
         base = baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_))
         p = self._point(Xm, base)
         q = np.exp(np.asarray(_booster(self.interval_, len(X)).inplace_predict(Xm)).reshape(len(X), -1)) * base[:, None]

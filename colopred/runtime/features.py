@@ -91,48 +91,67 @@ def profile_matrix(profiles: list[JobProfile]) -> np.ndarray:
 
 def feature_matrix(P: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Features for every (set, member). ``P``: profiles x BASE; ``sets``: n_sets x k indices into P
-    (-1 = empty slot). Returns (X rows, set index of each row, position of each row)."""
+    (-1 = empty slot). Returns (X rows, set index of each row, position of each row); rows come position by
+    position (every set's first member, then every set's second, ...)."""
     sets = np.asarray(sets, dtype=np.int64)
     if sets.ndim == 1:
         sets = sets[None, :]
     n, k = sets.shape
     valid = sets >= 0
-    V = P[np.where(valid, sets, 0)]  # n x k x B
-    V = np.where(valid[..., None], V, np.nan)
+    V = P[np.where(valid, sets, 0).T]  # k x n x B, one contiguous block per slot
+    V[~valid.T] = np.nan
     co_idx = [BASE.index(b) for b in CO_AGG]
-    C = V[..., co_idx]  # n x k x c
-    total = np.nansum(C, axis=1)  # n x c
+    C = V[..., co_idx]  # k x n x c
     n_jobs = valid.sum(axis=1)
-    rows, set_of, pos_of = [], [], []
+    # a co-runner's value that is missing (not an empty slot) makes the aggregate missing
+    isnan = np.isnan(C)
+    missing = (valid.T[..., None] & isnan).sum(axis=0)  # n x c: members lacking each value
+    total = np.nansum(C, axis=0)  # n x c
+    low = np.where(isnan, -np.inf, C)
+    high = np.where(isnan, np.inf, C)
+    # baseline.contention_load(kind="mps_share"): Σ_k busy_k · fill_k · 2(u_k + ε)/(u_j + u_k + 2ε) · min(1, busy_j)
+    u = C[..., CO_AGG.index("busy_mps_wait_us")]  # k x n
+    busy_fill = C[..., CO_AGG.index("busy")] * np.nan_to_num(C[..., CO_AGG.index("sm_fill")] / 100.0, nan=1.0)
+    counts = valid.sum(axis=0)
+    X = np.empty((int(counts.sum()), len(FEATURES)))
+    n_own, n_agg = len(BASE), len(CO_AGG) * len(AGGS)
+    set_of, pos_of, start = [], [], 0
     for i in range(k):
-        m = valid[:, i]
-        if not m.any():
+        if not counts[i]:
             continue
-        own = V[m, i, :]
-        others = np.delete(C[m], i, axis=1)  # rows x (k-1) x c
-        # a co-runner's value that is missing (not an empty slot) makes the aggregate missing
-        lacking = (np.delete(valid[m], i, axis=1)[..., None] & np.isnan(others)).any(axis=1)  # rows x c
-        co_sum = total[m] - np.nan_to_num(C[m, i, :])
-        with np.errstate(all="ignore"):
-            co_max = np.nanmax(np.where(np.isnan(others), -np.inf, others), axis=1) if k > 1 else np.zeros_like(co_sum)
-            co_min = np.nanmin(np.where(np.isnan(others), np.inf, others), axis=1) if k > 1 else np.zeros_like(co_sum)
-        co_max = np.where(np.isfinite(co_max), co_max, 0.0)
-        co_min = np.where(np.isfinite(co_min), co_min, 0.0)
-        co_mean = co_sum / np.maximum(n_jobs[m, None] - 1, 1)
-        co_sum, co_max, co_min, co_mean = (np.where(lacking, np.nan, a) for a in (co_sum, co_max, co_min, co_mean))
-        agg = np.stack([co_sum, co_max, co_min, co_mean], axis=2).reshape(len(own), -1)  # per base: AGGS order
-        # baseline.contention_load(kind="mps_share"): Σ_k busy_k · fill_k · 2(u_k + ε)/(u_j + u_k + 2ε) · min(1, busy_j)
-        u_own = own[:, BASE.index("busy_mps_wait_us"), None]
-        u_co = others[..., CO_AGG.index("busy_mps_wait_us")]
-        with np.errstate(all="ignore"):
-            share = 2 * (u_co + SHARE_EPS_US) / (u_own + u_co + 2 * SHARE_EPS_US)
-        share = np.where(np.isnan(share), 1.0, share)
-        fill = np.nan_to_num(others[..., CO_AGG.index("sm_fill")] / 100.0, nan=1.0)
-        share_load = np.nansum(others[..., CO_AGG.index("busy")] * fill * share, axis=1) * np.minimum(1.0, own[:, BASE.index("busy")])
-        rows.append(np.hstack([own, agg, n_jobs[m, None].astype(float), share_load[:, None]]))
-        set_of.append(np.flatnonzero(m))
-        pos_of.append(np.full(m.sum(), i))
-    X = np.vstack(rows)
+        m = slice(None) if counts[i] == n else valid[:, i]  # a view where every set fills slot i
+        rows = X[start : start + counts[i]]
+        start += counts[i]
+        others = [j for j in range(k) if j != i]
+        rows[:, :n_own] = V[i, m]
+        agg = rows[:, n_own : n_own + n_agg].reshape(-1, len(CO_AGG), len(AGGS))  # per base: AGGS order
+        lacking = (missing[m] - isnan[i, m]) > 0
+        co_sum = total[m] - np.nan_to_num(C[i, m])
+        if others:
+            mx = low[others[0], m]
+            mn = high[others[0], m]
+            for j in others[1:]:
+                mx = np.maximum(mx, low[j, m])
+                mn = np.minimum(mn, high[j, m])
+            mx = np.where(np.isfinite(mx), mx, 0.0)
+            mn = np.where(np.isfinite(mn), mn, 0.0)
+        else:
+            mx = mn = np.zeros_like(co_sum)
+        agg[:, :, 0] = co_sum
+        agg[:, :, 1] = mx
+        agg[:, :, 2] = mn
+        agg[:, :, 3] = co_sum / np.maximum(n_jobs[m, None] - 1, 1)
+        agg[lacking] = np.nan
+        rows[:, n_own + n_agg] = n_jobs[m]
+        load = np.zeros(int(counts[i]))
+        for j in others:  # in slot order, as a sum over the co-runners present
+            with np.errstate(all="ignore"):
+                share = 2 * (u[j, m] + SHARE_EPS_US) / (u[i, m] + u[j, m] + 2 * SHARE_EPS_US)
+            term = busy_fill[j, m] * np.where(np.isnan(share), 1.0, share)
+            load += np.nan_to_num(term)
+        rows[:, n_own + n_agg + 1] = load * np.minimum(1.0, V[i, m, BASE.index("busy")])
+        set_of.append(np.flatnonzero(valid[:, i]))
+        pos_of.append(np.full(int(counts[i]), i))
     return X, np.concatenate(set_of), np.concatenate(pos_of)
 
 

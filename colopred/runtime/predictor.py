@@ -82,8 +82,35 @@ class Prediction:
         return "\n".join(lines)
 
 
+PREDICT_CHUNK_SETS = 65_536
+"""Sets whose features are built and predicted at once by ``predict_many``: memory stays near 60 MB of features
+per chunk whatever the number of sets, and larger chunks were no faster on a 2-core machine."""
+
 PREDICT_MANY_COLUMNS = ("set_id", "job", "n_jobs", "slowdown", "solo_iteration_ms", "collocated_iteration_ms", "delta",
                         "throughput", "memory_gib", "fits_memory")
+
+
+def index_sets(sets: Sequence[Sequence[JobProfile]]) -> tuple[list[JobProfile], np.ndarray]:
+    """(distinct profiles, n_sets x k index array with -1 in empty slots) of a list of sets of profiles, each
+    profile object counted once (loops in C: a million sets take a fraction of a second)."""
+    flat = [p for s in sets for p in s]
+    lengths = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
+    ids = np.fromiter(map(id, flat), dtype=np.int64, count=len(flat))
+    codes, uniq = pd.factorize(ids)  # by hashing; codes in order of first appearance
+    profiles = _first_of(flat, codes, len(uniq))
+    idx = np.full((len(sets), int(lengths.max()) if len(sets) else 0), -1, dtype=np.int64)
+    rows = np.repeat(np.arange(len(sets)), lengths)
+    cols = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    idx[rows, cols] = codes
+    return profiles, idx
+
+
+def _first_of(flat: list, codes: np.ndarray, n: int) -> list:
+    """The first object of each code (codes numbered in order of first appearance)."""
+    first = np.full(n, -1, dtype=np.int64)
+    new = np.flatnonzero(np.r_[True, codes[1:] > np.maximum.accumulate(codes)[:-1]])
+    first[codes[new]] = new
+    return [flat[i] for i in first]
 
 
 @dataclass
@@ -157,55 +184,66 @@ class Predictor:
     def predict_many(self, sets: Sequence[Sequence[JobProfile]]) -> pd.DataFrame:
         """Vectorised prediction of many sets: a tidy DataFrame with one row per job of each set, in the order
         given (columns ``PREDICT_MANY_COLUMNS``; ``delta``, ``throughput``, ``memory_gib`` and ``fits_memory``
-        are the set's, repeated on each of its rows)."""
-        profiles: list[JobProfile] = []
-        index: dict[int, int] = {}
-        for s in sets:
-            for p in s:
-                if id(p) not in index:
-                    index[id(p)] = len(profiles)
-                    profiles.append(p)
-        k = max(len(s) for s in sets)
-        idx = np.full((len(sets), k), -1, dtype=np.int64)
-        for i, s in enumerate(sets):
-            idx[i, : len(s)] = [index[id(p)] for p in s]
+        are the set's, repeated on each of its rows). Point predictions only (no interval)."""
+        profiles, idx = index_sets(sets)
         self._check_wait(profiles)
-        return self._predict_index(profiles, idx)
+        return self.predict_index(profiles, idx)
 
-    def _predict_index(self, profiles: list[JobProfile], idx: np.ndarray) -> pd.DataFrame:
-        P = profile_matrix(profiles)
-        # Identical sets (the same members in any order) are predicted once: sort each set's
-        # members, predict the distinct sorted sets, and put the slowdowns back in order.
-        order = np.argsort(idx, axis=1, kind="stable")
-        key = np.take_along_axis(idx, order, axis=1)
-        uniq, inv = np.unique(key, axis=0, return_inverse=True)
-        X, set_of, pos = feature_matrix(P, uniq)
-        s_uniq = np.full(uniq.shape, np.nan)
-        s_uniq[set_of, pos] = self.model.predict(X)
-        s = np.empty(idx.shape)
-        np.put_along_axis(s, order, s_uniq[inv.reshape(-1)], axis=1)
+    def predict_index(self, profiles: Sequence[JobProfile], idx: np.ndarray) -> pd.DataFrame:
+        """:meth:`predict_many` for sets given as an n_sets x k array of indices into ``profiles`` (-1 = no job in
+        that slot): the fast path for schedulers scoring many candidate sets of the same jobs."""
+        profiles = list(profiles)
+        idx = np.asarray(idx, dtype=np.int64)
+        s = self.slowdown_index(profiles, idx)
         present = idx >= 0
         safe = np.where(present, idx, 0)
         t = np.where(present, np.array([p.iteration_ms for p in profiles])[safe], np.nan)
         mem = np.where(present, np.array([np.nan if p.peak_memory_gib is None else p.peak_memory_gib for p in profiles])[safe], np.nan)
         need = outcome.memory_need_gib(mem, present)
         gpu_mem = max(p.gpu.memory_gib for p in profiles)
-        delta = outcome.delta(t, t * s)
+        colo = t * s
+        delta = outcome.delta(t, colo)
         thr = outcome.normalised_throughput(s)
         fits = outcome.fits_memory(need, gpu_mem)
         set_id, slot = np.nonzero(present)
+        names = np.array([p.name for p in profiles], dtype=object)
         return pd.DataFrame({
             "set_id": set_id,
-            "job": [profiles[i].name for i in idx[set_id, slot]],
+            "job": names[idx[set_id, slot]],
             "n_jobs": present.sum(1)[set_id],
             "slowdown": s[set_id, slot],
             "solo_iteration_ms": t[set_id, slot],
-            "collocated_iteration_ms": (t * s)[set_id, slot],
+            "collocated_iteration_ms": colo[set_id, slot],
             "delta": delta[set_id],
             "throughput": thr[set_id],
             "memory_gib": need[set_id],
             "fits_memory": fits[set_id],
         }, columns=list(PREDICT_MANY_COLUMNS))
+
+    def slowdown_index(self, profiles: Sequence[JobProfile], idx: np.ndarray) -> np.ndarray:
+        """Predicted slowdown of every slot of ``idx`` (n_sets x k indices into ``profiles``, -1 = empty; NaN there).
+        Sets are taken by size, their members moved to the first slots in order (every slot then full, the
+        features' fast path; a set's values do not depend on its slots), ``PREDICT_CHUNK_SETS`` at a time so that
+        memory stays proportional to the chunk."""
+        P = profile_matrix(list(profiles))
+        idx = np.asarray(idx, dtype=np.int64)
+        present = idx >= 0
+        if (present[:, 1:] <= present[:, :-1]).all():  # filled slots already first (index_sets makes them so)
+            order = np.broadcast_to(np.arange(idx.shape[1]), idx.shape)
+        else:
+            order = np.argsort(~present, axis=1, kind="stable")  # each row's filled slots first, in their order
+        size = present.sum(axis=1)
+        s = np.full(idx.shape, np.nan)
+        for g in np.unique(size):
+            if g == 0:
+                continue
+            rows_g = np.flatnonzero(size == g)
+            for lo in range(0, len(rows_g), PREDICT_CHUNK_SETS):
+                r = rows_g[lo : lo + PREDICT_CHUNK_SETS]
+                slots = order[r, :g]
+                X, set_of, pos = feature_matrix(P, np.take_along_axis(idx[r], slots, axis=1))
+                s[r[set_of], slots[set_of, pos]] = self.model.predict(X)
+        return s
 
     def rank_partners(self, job: JobProfile, candidates: Sequence[JobProfile], k: int | None = None) -> pd.DataFrame:
         """Candidates ranked by the predicted normalised throughput of the pair, best first: one row per
