@@ -28,6 +28,7 @@ from . import outcome
 from .estimator import SlowdownModel
 from .features import feature_matrix, profile_matrix
 from .manifest import default_model_path, load_model, save_model
+from .placement import Gpu, Placement, place
 
 
 @dataclass(frozen=True)
@@ -256,11 +257,16 @@ class Predictor:
         res = res.sort_values("throughput", ascending=False, kind="stable").reset_index(drop=True)
         return res.head(k) if k else res
 
-    def pack(self, jobs: Sequence[JobProfile], n_gpus: int, max_per_gpu: int = 3,
-             max_slowdown: float | None = None) -> list[list[str]]:
-        """Place ``jobs`` on ``n_gpus`` GPUs to maximise total predicted normalised throughput, within GPU
-        memory, ``max_per_gpu`` jobs per GPU and ``max_slowdown`` per job (:func:`colopred.runtime.placement.pack`).
-        Returns the job names on each GPU."""
-        from .placement import pack
-
-        return pack(self, jobs, n_gpus, max_per_gpu=max_per_gpu, max_slowdown=max_slowdown)
+    def pack(self, jobs: Sequence[JobProfile], n_gpus: int | None = None, max_per_gpu: int = 3,
+             max_slowdown: float | None = None, gpus: Sequence[Gpu] | None = None, solver: str = "auto") -> Placement:
+        """Place ``jobs`` on ``n_gpus`` identical GPUs (or on ``gpus``: names, memory, jobs already running) to place
+        as many jobs as the limits allow and then maximise total predicted normalised throughput, within GPU
+        memory, ``max_per_gpu`` jobs per GPU and ``max_slowdown`` per job (:mod:`colopred.runtime.placement`).
+        Jobs that fit nowhere come back in ``Placement.queued`` with the reason."""
+        if gpus is None:
+            if n_gpus is None:
+                raise ValueError("give n_gpus or gpus")
+            gpus = [Gpu(f"gpu{i}") for i in range(n_gpus)]
+        elif n_gpus is not None and n_gpus != len(gpus):
+            raise ValueError(f"n_gpus={n_gpus} but {len(gpus)} GPUs given")
+        return place(self, jobs, gpus, max_per_gpu=max_per_gpu, max_slowdown=max_slowdown, solver=solver)
