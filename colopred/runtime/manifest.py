@@ -53,7 +53,7 @@ def strict_json(obj: Any) -> Any:
     """``obj`` with every NaN or infinite float replaced by None, so ``json.dumps(allow_nan=False)`` accepts it."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
-    if isinstance(obj, (np.floating, np.integer)):
+    if isinstance(obj, np.generic):
         return strict_json(obj.item())
     if isinstance(obj, dict):
         return {str(k): strict_json(v) for k, v in obj.items()}

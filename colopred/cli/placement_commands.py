@@ -1,0 +1,82 @@
+"""``colopred pack REQUEST.json`` and ``colopred rank REQUEST.json``: placement for schedulers, one call per round."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import ColopredError
+
+
+def _predictor(req, path):
+    from ..runtime.predictor import Predictor
+
+    pred = Predictor.load(req.model) if req.model else Predictor.default(req.mode)
+    if pred.mode != req.mode:
+        raise ColopredError(f"{req.model}: model is for mode {pred.mode!r}, not the request's {req.mode!r}")
+    return pred
+
+
+def _write(a, doc: dict, table: str) -> None:
+    from ..runtime.manifest import strict_json, write_text_atomic
+    from . import log_of
+
+    text = json.dumps(strict_json(doc), indent=1, allow_nan=False) + "\n"
+    if a.output:
+        out = Path(a.output)
+        if out.resolve() == Path(a.request).resolve():
+            raise ColopredError(f"{out}: -o is the request itself; choose another output file")
+        if not out.parent.is_dir():
+            raise ColopredError(f"{out}: folder {out.parent} does not exist")
+        write_text_atomic(out, text)
+        log_of(a)(f"wrote {out}")
+    print(text if a.json else table, end="" if a.json else "\n")
+
+
+def cmd_pack(a) -> int:
+    from ..runtime.request import read_request
+
+    req = read_request(a.request)
+    if not req.jobs:
+        raise ColopredError(f"{a.request}: a pack request needs jobs")
+    if not req.gpus:
+        raise ColopredError(f"{a.request}: a pack request needs gpus or n_gpus")
+    pred = _predictor(req, a.request)
+    try:
+        pl = pred.pack(req.jobs, gpus=req.gpus, max_per_gpu=req.max_per_gpu, max_slowdown=req.max_slowdown, solver=req.solver)
+    except ValueError as e:
+        raise ColopredError(f"{a.request}: {e}") from None
+    lines = [f"mode {req.mode}: {pl.placed} of {len(req.jobs)} jobs placed on {len(pl.gpus)} GPUs, predicted normalised "
+             f"throughput {pl.throughput:.2f} ({pl.solver}{', optimal' if pl.optimal else ''})"]
+    lines += [f"  {n:<12} {t:5.2f}  {' + '.join(g) if g else '(empty)'}" for n, g, t in zip(pl.gpu_names, pl.gpus, pl.gpu_throughput)]
+    lines += [f"  queued: {j}: {r}" for j, r in pl.queued.items()]
+    _write(a, {"mode": req.mode, **pl.to_dict()}, "\n".join(lines))
+    return 0
+
+
+def cmd_rank(a) -> int:
+    from ..runtime.request import read_request
+
+    req = read_request(a.request)
+    if req.job is None or not req.candidates:
+        raise ColopredError(f"{a.request}: a rank request needs a job and candidates")
+    pred = _predictor(req, a.request)
+    res = pred.rank_partners(req.job, req.candidates, k=req.k)
+    rows = res.to_dict("records")
+    lines = [f"mode {req.mode}: partners of {req.job.name}, best first (predicted normalised throughput of the pair)"]
+    lines += [f"  {r['partner']:<34} throughput {r['throughput']:.2f}  slowdowns {r['job_slowdown']:.2f} / {r['partner_slowdown']:.2f}"
+              f"{'' if r['fits_memory'] else '  (does not fit in memory)'}" for r in rows]
+    _write(a, {"mode": req.mode, "job": req.job.name, "partners": rows}, "\n".join(lines))
+    return 0
+
+
+def add_commands(sub) -> None:
+    from . import command
+
+    for name, helptext, func in (("pack", "place jobs on GPUs from a placement request (JSON)", cmd_pack),
+                                 ("rank", "rank a job's partners from a placement request (JSON)", cmd_rank)):
+        p = command(sub, name, helptext, func, helptext + "; the format is colopred/runtime/schemas/placement_request.schema.json "
+                    "(docs/formats.md).")
+        p.add_argument("request", help="placement request JSON (jobs, GPUs, limits)")
+        p.add_argument("--json", action="store_true", help="print the result as JSON")
+        p.add_argument("-o", "--output", help="also write the result as JSON to this file")

@@ -1,0 +1,147 @@
+"""Placement requests: the file a scheduler writes for ``colopred pack`` and ``colopred rank``.
+
+The format is ``schemas/placement_request.schema.json`` (JSON Schema, shipped with the package); this module
+reads a request, checks it against the same rules, and gives one error naming the file and the field. Job
+profiles are files (relative to the request's folder) or inline documents; ``iteration_ms`` re-times one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..constants import MODES
+from ..errors import InputError, SchemaError
+from ..profile import JobProfile
+from .placement import Gpu
+
+REQUEST_SCHEMA = "colopred.placement_request"
+REQUEST_VERSION = 1
+TOP_LEVEL = {"schema", "schema_version", "mode", "model", "jobs", "n_gpus", "gpus", "limits", "solver", "job", "candidates", "k"}
+
+
+def schema_path() -> Path:
+    """The request's JSON Schema, shipped in the package."""
+    return Path(str(resources.files("colopred.runtime") / "schemas" / "placement_request.schema.json"))
+
+
+@dataclass
+class Request:
+    mode: str
+    model: Path | None = None
+    jobs: list[JobProfile] = field(default_factory=list)
+    gpus: list[Gpu] = field(default_factory=list)
+    max_per_gpu: int = 3
+    max_slowdown: float | None = None
+    solver: str = "auto"
+    job: JobProfile | None = None
+    candidates: list[JobProfile] = field(default_factory=list)
+    k: int | None = None
+
+
+def _number(path: Path, where: str, v: Any, *, integer: bool = False, minimum: float | None = None, strict: bool = False) -> Any:
+    ok = isinstance(v, int if integer else (int, float)) and not isinstance(v, bool) and (integer or math.isfinite(v))
+    if ok and minimum is not None:
+        ok = v > minimum if strict else v >= minimum
+    if not ok:
+        bound = "" if minimum is None else f" {'>' if strict else '≥'} {minimum:g}"
+        raise SchemaError(path, f"{where} must be {'an integer' if integer else 'a number'}{bound}, not {json.dumps(v)[:40]}")
+    return v
+
+
+def _job(path: Path, where: str, entry: Any) -> JobProfile:
+    if not isinstance(entry, dict) or "profile" not in entry:
+        raise SchemaError(path, f"{where} must be an object with a profile (a file or an inline profile)")
+    unknown = sorted(set(entry) - {"profile", "name", "iteration_ms"})
+    if unknown:
+        raise SchemaError(path, f"{where} has unknown field(s) {', '.join(unknown)}")
+    prof = entry["profile"]
+    if isinstance(prof, str):
+        p = JobProfile.from_json(path.parent / prof)
+    elif isinstance(prof, dict):
+        p = JobProfile.from_dict(prof, f"{path} ({where}.profile)")
+    else:
+        raise SchemaError(path, f"{where}.profile must be a file name or an inline profile")
+    if "name" in entry:
+        if not isinstance(entry["name"], str) or not entry["name"]:
+            raise SchemaError(path, f"{where}.name must be a non-empty string")
+        p = p.with_(name=entry["name"])
+    if "iteration_ms" in entry:
+        p = p.retimed(_number(path, f"{where}.iteration_ms", entry["iteration_ms"], minimum=0, strict=True))
+    return p
+
+
+def read_request(path: str | os.PathLike) -> Request:
+    """A request file, checked (one :class:`SchemaError` naming the file and the field for anything wrong)."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(path, "no such file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
+        raise InputError(path, f"cannot read: {e.__class__.__name__}") from None
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise SchemaError(path, f"not valid JSON ({getattr(e, 'msg', 'nested too deeply')})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != REQUEST_SCHEMA:
+        raise SchemaError(path, f"not a colopred placement request (expected \"schema\": \"{REQUEST_SCHEMA}\")")
+    if doc.get("schema_version", REQUEST_VERSION) != REQUEST_VERSION:
+        raise SchemaError(path, f"request schema version {doc.get('schema_version')!r} is not supported (expected {REQUEST_VERSION})")
+    unknown = sorted(set(doc) - TOP_LEVEL)
+    if unknown:
+        raise SchemaError(path, f"unknown field(s) {', '.join(unknown)} (see {schema_path().name})")
+    if doc.get("mode") not in MODES:
+        raise SchemaError(path, f"mode must be one of {', '.join(MODES)}, not {json.dumps(doc.get('mode'))}")
+    req = Request(mode=doc["mode"])
+    if "model" in doc:
+        if not isinstance(doc["model"], str):
+            raise SchemaError(path, "model must be a manifest file name")
+        req.model = path.parent / doc["model"]
+    if "solver" in doc:
+        if doc["solver"] not in ("auto", "exact", "heuristic"):
+            raise SchemaError(path, f"solver must be auto, exact or heuristic, not {json.dumps(doc['solver'])}")
+        req.solver = doc["solver"]
+    limits = doc.get("limits", {})
+    if not isinstance(limits, dict) or set(limits) - {"max_per_gpu", "max_slowdown"}:
+        raise SchemaError(path, "limits must be an object with max_per_gpu and/or max_slowdown")
+    if "max_per_gpu" in limits:
+        req.max_per_gpu = _number(path, "limits.max_per_gpu", limits["max_per_gpu"], integer=True, minimum=1)
+    if limits.get("max_slowdown") is not None:
+        req.max_slowdown = float(_number(path, "limits.max_slowdown", limits["max_slowdown"], minimum=1))
+    for key in ("jobs", "candidates"):
+        if key in doc:
+            if not isinstance(doc[key], list) or not doc[key]:
+                raise SchemaError(path, f"{key} must be a non-empty list of jobs")
+            setattr(req, key, [_job(path, f"{key}[{i}]", e) for i, e in enumerate(doc[key])])
+    if "job" in doc:
+        req.job = _job(path, "job", doc["job"])
+    if "k" in doc:
+        req.k = _number(path, "k", doc["k"], integer=True, minimum=1)
+    if "gpus" in doc and "n_gpus" in doc:
+        raise SchemaError(path, "give gpus or n_gpus, not both")
+    if "n_gpus" in doc:
+        req.gpus = [Gpu(f"gpu{i}") for i in range(_number(path, "n_gpus", doc["n_gpus"], integer=True, minimum=1))]
+    elif "gpus" in doc:
+        if not isinstance(doc["gpus"], list) or not doc["gpus"]:
+            raise SchemaError(path, "gpus must be a non-empty list")
+        for i, g in enumerate(doc["gpus"]):
+            if not isinstance(g, dict) or not isinstance(g.get("name"), str) or not g["name"] or set(g) - {"name", "memory_gib", "running"}:
+                raise SchemaError(path, f"gpus[{i}] must be an object with a name and optional memory_gib and running")
+            mem = None if "memory_gib" not in g else float(_number(path, f"gpus[{i}].memory_gib", g["memory_gib"], minimum=0, strict=True))
+            running = g.get("running", [])
+            if not isinstance(running, list) or not all(isinstance(n, str) for n in running):
+                raise SchemaError(path, f"gpus[{i}].running must be a list of job names")
+            req.gpus.append(Gpu(g["name"], mem, tuple(running)))
+        names = [g.name for g in req.gpus]
+        if len(set(names)) != len(names):
+            raise SchemaError(path, "two GPUs have the same name")
+    all_jobs = req.jobs + req.candidates + ([req.job] if req.job else [])
+    names = [p.name for p in all_jobs]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise SchemaError(path, f"job name {dup!r} is given twice (give each job once, or set its name)")
+    return req
