@@ -72,6 +72,23 @@ def cmd_evaluate(a) -> int:
     return 0
 
 
+def cmd_simulate(a) -> int:
+    from ..research.simulation import run_study
+    from . import log_of
+
+    counts = []
+    for x in a.gpus.split(","):
+        try:
+            counts.append(int(x))
+        except ValueError:
+            raise ColopredError(f"--gpus: {x!r} is not a number of GPUs") from None
+    if not counts or min(counts) < 1:
+        raise ColopredError("--gpus: give one or more positive numbers of GPUs, comma separated")
+    table = run_study(a.data, a.trace, counts, a.out, modes=_modes(a.modes), max_per_gpu=a.max_per_gpu, log=log_of(a))
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
+    return 0
+
+
 def add_commands(sub) -> None:
     from . import command
 
@@ -94,3 +111,13 @@ def add_commands(sub) -> None:
     p.add_argument("--data", default="datasets/h100", help="dataset folder")
     p.add_argument("--out", help="folder for report.md, metrics.csv and figures")
     p.add_argument("--modes", default=",".join(MODES), help="modes to evaluate, comma separated")
+
+    p = command(sub, "simulate", "replay a cluster trace under four placement policies (outcomes from measurements)", cmd_simulate,
+                "Replay a Gavel/Philly trace: one job per GPU, random packing, utilisation-threshold packing and "
+                "colopred-guided packing, with co-located jobs running at their measured slowdowns.")
+    p.add_argument("--trace", default="datasets/traces/gavel-msr/0e4a51.trace", help="Gavel msr trace (tab-separated)")
+    p.add_argument("--data", default="datasets/h100", help="dataset folder: measured sets and profiles")
+    p.add_argument("--gpus", default="4,5,6", help="cluster sizes to simulate, comma separated")
+    p.add_argument("--max-per-gpu", type=int, default=2, help="jobs per GPU at most")
+    p.add_argument("--modes", default=",".join(MODES), help="modes to simulate, comma separated")
+    p.add_argument("--out", help="folder for simulation.md, simulation.csv and the plot")

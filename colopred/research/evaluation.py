@@ -4,6 +4,7 @@ Splits (all grouped so that a set's repeated measurements never straddle train/t
   random       5-fold cross-validation over sets
   leave-arch   each architecture held out in turn: test = sets containing it, train = sets without it
   pairs->triples  train on 2-job sets, test on 3-job sets
+  pairs+triples->quads  train on sets of 2 and 3 jobs, test on 4-job sets
 
 Metrics: MAPE of per-job slowdown; MAE of δ; agreement on whether a set pays off
 (normalised throughput > 1); Spearman rank correlation, per job, of its partners ordered
@@ -98,11 +99,16 @@ def splits(df: pd.DataFrame, kind: str, seed: int = 0):
         test = (df["n_jobs"] == 3).to_numpy()
         if train.any() and test.any():
             yield "pairs->triples", np.flatnonzero(train), np.flatnonzero(test)
+    elif kind == "pairs+triples->quads":
+        train = (df["n_jobs"] <= 3).to_numpy()
+        test = (df["n_jobs"] == 4).to_numpy()
+        if train.any() and test.any():
+            yield "pairs+triples->quads", np.flatnonzero(train), np.flatnonzero(test)
     else:
         raise ValueError(kind)
 
 
-SPLITS = ("random", "leave-arch", "pairs->triples")
+SPLITS = ("random", "leave-arch", "pairs->triples", "pairs+triples->quads")
 
 
 def out_of_sample(df: pd.DataFrame, kind: str, params: dict | None = None) -> np.ndarray:

@@ -50,7 +50,7 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
     fig, axes = plt.subplots(1, len(modes), figsize=(5 * len(modes), 4.5), squeeze=False)
     for ax, mode in zip(axes[0], modes):
         d = preds[(preds["mode"] == mode) & (preds["split"] == "leave-arch")]
-        for n, mk in ((2, "o"), (3, "^")):
+        for n, mk in ((2, "o"), (3, "^"), (4, "s")):
             e = d[d["n_jobs"] == n]
             ax.scatter(e["slowdown"], e["pred"], s=14, marker=mk, alpha=0.6, label=f"{n} jobs")
         lim = [0.8, max(d["slowdown"].max(), d["pred"].max()) * 1.05]

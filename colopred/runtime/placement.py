@@ -143,6 +143,7 @@ class _Problem:
         if len(multi):
             s = self.scorer.slowdown_index(self.jobs, idx[multi])
             value = outcome.normalised_throughput(s)
+            value[np.isnan(np.where(idx[multi] >= 0, s, 0.0)).any(axis=1)] = -np.inf  # a set the scorer cannot predict
             if self.max_slowdown is not None:
                 value = np.where(np.nanmax(s, axis=1) <= self.max_slowdown, value, -np.inf)
             out[multi] = value
