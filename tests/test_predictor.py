@@ -353,7 +353,7 @@ def test_evaluation_runs_when_profiles_lack_sm_fill(dataset):
         if c.endswith(("sm_fill", "busy_mps_wait_us")):
             df[c] = np.nan
     table, preds = evaluate_mode(df)
-    assert set(table["split"]) == {"random", "leave-arch", "pairs->triples"}
+    assert set(table["split"]) == {"random", "leave-arch", "pairs->triples", "pairs+triples->quads"}
     assert table["slowdown_mape_pct"].notna().all() and np.isfinite(preds["pred"]).all()
 
 

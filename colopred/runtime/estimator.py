@@ -184,7 +184,8 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
     def _tree_rows(self, X: np.ndarray) -> np.ndarray:
         """The trees' columns as contiguous float32: XGBoost compares features in float32 anyway, so the
         predictions are the same, and the copy is half the size."""
-        return np.ascontiguousarray(X[:, self._cols], dtype=np.float32)
+        out = np.empty((len(X), len(self._cols)), dtype=np.float32)
+        return np.take(X, self._cols, axis=1, out=out, mode="clip")  # one pass, cast on the way (indices are valid)
 
     def _point(self, Xm: np.ndarray, base: np.ndarray) -> np.ndarray:
         return base * np.exp(_booster(self.point_, len(Xm)).inplace_predict(Xm))

@@ -85,8 +85,19 @@ def base_vector(p: JobProfile) -> np.ndarray:
     )
 
 
+def _cached_base_vector(p: JobProfile) -> np.ndarray:
+    """``base_vector(p)``, kept on the (immutable) profile after the first call: a scheduler scores the same profile
+    objects round after round, and building the vector is the per-profile Python cost of a prediction."""
+    v = p.__dict__.get("_base_vector")
+    if v is None:
+        v = base_vector(p)
+        v.flags.writeable = False
+        object.__setattr__(p, "_base_vector", v)
+    return v
+
+
 def profile_matrix(profiles: list[JobProfile]) -> np.ndarray:
-    return np.vstack([base_vector(p) for p in profiles]) if profiles else np.zeros((0, len(BASE)))
+    return np.vstack([_cached_base_vector(p) for p in profiles]) if profiles else np.zeros((0, len(BASE)))
 
 
 def feature_matrix(P: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

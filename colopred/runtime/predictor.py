@@ -219,7 +219,7 @@ class Predictor:
             "throughput": thr[set_id],
             "memory_gib": need[set_id],
             "fits_memory": fits[set_id],
-        }, columns=list(PREDICT_MANY_COLUMNS))
+        }, columns=list(PREDICT_MANY_COLUMNS), copy=False)  # the arrays are fresh: no need to copy them into blocks
 
     def slowdown_index(self, profiles: Sequence[JobProfile], idx: np.ndarray) -> np.ndarray:
         """Predicted slowdown of every slot of ``idx`` (n_sets x k indices into ``profiles``, -1 = empty; NaN there).
@@ -249,11 +249,16 @@ class Predictor:
     def rank_partners(self, job: JobProfile, candidates: Sequence[JobProfile], k: int | None = None) -> pd.DataFrame:
         """Candidates ranked by the predicted normalised throughput of the pair, best first: one row per
         partner with ``partner``, ``job_slowdown``, ``partner_slowdown``, ``delta``, ``throughput``, ``fits_memory``."""
-        rows = self.predict_many([[job, c] for c in candidates])
-        first = rows[rows.groupby("set_id").cumcount() == 0].set_index("set_id")
-        second = rows[rows.groupby("set_id").cumcount() == 1].set_index("set_id")
-        res = pd.DataFrame({"partner": second["job"], "job_slowdown": first["slowdown"], "partner_slowdown": second["slowdown"],
-                            "delta": first["delta"], "throughput": first["throughput"], "fits_memory": first["fits_memory"]})
+        profiles = [job, *candidates]
+        n = len(candidates)
+        idx = np.column_stack([np.zeros(n, dtype=np.int64), np.arange(1, n + 1)])
+        s = self.slowdown_index(profiles, idx)
+        t = np.array([p.iteration_ms for p in profiles])[idx]
+        mem = np.array([np.nan if p.peak_memory_gib is None else p.peak_memory_gib for p in profiles])[idx]
+        gpu_mem = max(p.gpu.memory_gib for p in profiles)
+        res = pd.DataFrame({"partner": [c.name for c in candidates], "job_slowdown": s[:, 0], "partner_slowdown": s[:, 1],
+                            "delta": outcome.delta(t, t * s), "throughput": outcome.normalised_throughput(s),
+                            "fits_memory": outcome.fits_memory(outcome.memory_need_gib(mem), gpu_mem)})
         res = res.sort_values("throughput", ascending=False, kind="stable").reset_index(drop=True)
         return res.head(k) if k else res
 
