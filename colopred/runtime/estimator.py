@@ -185,7 +185,8 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         """The trees' columns as contiguous float32: XGBoost compares features in float32 anyway, so the
         predictions are the same, and the copy is half the size."""
         out = np.empty((len(X), len(self._cols)), dtype=np.float32)
-        return np.take(X, self._cols, axis=1, out=out, mode="clip")  # one pass, cast on the way (indices are valid)
+        with np.errstate(invalid="ignore"):  # NaN (a missing feature) casts to NaN; the vectorised cast flags it anyway
+            return np.take(X, self._cols, axis=1, out=out, mode="clip")  # one pass, cast on the way (indices are valid)
 
     def _point(self, Xm: np.ndarray, base: np.ndarray) -> np.ndarray:
         return base * np.exp(_booster(self.point_, len(Xm)).inplace_predict(Xm))

