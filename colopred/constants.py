@@ -69,3 +69,15 @@ jobs running kernels on several streams at once (the shipped maximum is 1.07, cu
 SEGMENT_GAP_S = 300.0
 """A pause of more than this between two windows of a campaign starts a new segment (another machine lease):
 a fresh machine took longer to start, while restarts inside one device call took under 3 minutes."""
+
+# ------------------------------------------------------------------------ plausibility bounds
+NCU_PCT_TOLERANCE = 0.5
+"""How far above 100 a per-kernel percentage of an ncu report (and a duration-weighted one of a profile) may
+lie: ncu prints two decimals of a ratio of sampled counters, and the shipped H100 reports reach 100.0 exactly
+(sm__maximum_warps_per_active_cycle_pct); half a percent keeps rounding in and a wrong column or unit out."""
+
+MAX_NCU_L2_HIT_RATE_PCT = 150.0
+"""Upper bound of ncu's per-kernel ``lts__t_sector_hit_rate.pct``: unlike the other percentages it exceeds 100
+on real reports (54 kernels of the shipped full-metric resnet18 report on the H100, up to 112.27 %), since ncu
+counts hits of sectors that were not requested on their own (prefetches, atomics); 150 keeps those and refuses
+a separator or unit mistake (1,234 -> 1234)."""

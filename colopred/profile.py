@@ -17,6 +17,7 @@ from typing import Any, Literal
 from .constants import MAX_BUSY_FRACTION, MAX_STREAM_OVERLAP
 from .errors import InputError, SchemaError
 from .gpu import GpuInfo
+from .io import write_text_atomic
 
 SCHEMA = "colopred.job_profile"
 SCHEMA_VERSION = 1
@@ -118,11 +119,7 @@ class JobProfile:
 
     def to_json(self, path: str | os.PathLike) -> Path:
         """Write atomically (temp file + rename): an existing file is never left half written."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
-        os.replace(tmp, path)
-        return path
+        return write_text_atomic(path, json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], path: str | os.PathLike | None = None) -> "JobProfile":

@@ -44,12 +44,16 @@ def cmd_measure(a) -> int:
 
 
 def cmd_table(a) -> int:
+    from ..io import check_output, write_csv_atomic
     from ..measurement.harness.reader import read_windows, slowdown_table
     from . import log_of
 
+    if a.output:
+        check_output(a.output, *a.paths)
+
     t = slowdown_table(read_windows(a.paths))
     if a.output:
-        t.to_csv(a.output, index=False)
+        write_csv_atomic(t, a.output, index=False)
         log_of(a)(f"wrote {a.output} ({len(t)} rows)")
     else:
         print(t.to_string(index=False, float_format=lambda x: f"{x:.3f}"))

@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ import numpy as np
 
 from ..constants import INTERVAL_COVERAGE, INTERVAL_QUANTILES, MODES
 from ..errors import InputError, SchemaError
+from ..io import fsync_file, stage_file, write_text_atomic
 from .baseline import BASELINE_TERMS, load_kind
 from .estimator import SlowdownModel
 from .features import FEATURES, MONOTONE_INCREASING, model_features
@@ -62,51 +64,69 @@ def strict_json(obj: Any) -> Any:
     return obj
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder, fsync, rename."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def save_model(path: str | os.PathLike, model: SlowdownModel, mode: str, **extra: Any) -> Path:
     """Write a fitted ``model`` as ``STEM.json`` + ``STEM.point.ubj`` + ``STEM.interval.ubj`` (``path`` is the
-    manifest, ``.json`` added if missing). The model files are written under temporary names first and
-    renamed together with the manifest, the manifest last."""
+    manifest, ``.json`` added if missing), replacing an existing model's three files together or not at all:
+    a reader (or a run killed at any moment) sees either the old model or the new one, both complete.
+
+    The model files are written and fsynced under temporary names; a first manifest naming those temporary
+    files replaces the old manifest (the commit: from here on the new model loads); links of the temporary
+    files are renamed over the final names; the final manifest replaces the first; the temporary files go.
+    A failure before the commit removes what was staged and leaves the old model as it was."""
     path = Path(path)
     stem = path.name[:-5] if path.name.endswith(".json") else path.name
     folder = path.parent
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(folder, f"cannot create the output folder ({e.strerror or e.__class__.__name__})") from None
+    man_path = folder / f"{stem}.json"
+    if man_path.is_dir():
+        raise InputError(man_path, "is a directory; give the model's file stem")
     parts = {"point": model.point_, "interval": model.interval_}
     if parts["interval"] is None:
         raise ValueError("the model has no interval model (fitted with interval=False): it cannot be saved")
-    files, staged = {}, []
-    for part, reg in parts.items():
-        final = folder / f"{stem}.{part}.ubj"
-        tmp = folder / f".{stem}.{part}.tmp.ubj"
-        reg.save_model(str(tmp))
-        staged.append((tmp, final))
-        files[part] = {"path": final.name, "sha256": sha256(tmp)}
-    man = {"schema": MANIFEST_SCHEMA, "schema_version": MANIFEST_VERSION, "mode": mode,
-           "features": list(FEATURES), "model_features": list(model.features_),
-           "monotone_increasing": list(MONOTONE_INCREASING), "params": model.tree_params_,
-           "monotone": model.monotone,
-           "baseline_coefs": {k: float(v) for k, v in zip(BASELINE_TERMS, model.baseline_coefs_)},
-           "contention_load": model.load_,
-           "target": "log(slowdown) - log(1 + " + " + ".join(f"baseline_coefs[{k}] * {k}" for k in BASELINE_TERMS) + ")",
-           "interval_quantiles": list(INTERVAL_QUANTILES), "interval_coverage": INTERVAL_COVERAGE,
-           "conformal_log_width": model.conformal_log_width_, "files": files}
-    man.update({k: v for k, v in extra.items() if k not in man})  # provenance and metrics; never the model's own fields
-    text = json.dumps(strict_json(man), indent=1, allow_nan=False, default=str) + "\n"
-    man_path = folder / f"{stem}.json"
-    man_tmp = folder / f".{stem}.json.tmp"
-    man_tmp.write_text(text)
-    for tmp, final in staged:
-        os.replace(tmp, final)
-    os.replace(man_tmp, man_path)
+    staged: dict[str, Path] = {}
+    try:
+        for part, reg in parts.items():
+            tmp = staged[part] = stage_file(folder / f"{stem}.{part}.ubj")
+            reg.save_model(str(tmp))
+            fsync_file(tmp)
+            os.chmod(tmp, 0o644)
+        sums = {part: sha256(tmp) for part, tmp in staged.items()}
+        man = {"schema": MANIFEST_SCHEMA, "schema_version": MANIFEST_VERSION, "mode": mode,
+               "features": list(FEATURES), "model_features": list(model.features_),
+               "monotone_increasing": list(MONOTONE_INCREASING), "params": model.tree_params_,
+               "monotone": model.monotone,
+               "baseline_coefs": {k: float(v) for k, v in zip(BASELINE_TERMS, model.baseline_coefs_)},
+               "contention_load": model.load_,
+               "target": "log(slowdown) - log(1 + " + " + ".join(f"baseline_coefs[{k}] * {k}" for k in BASELINE_TERMS) + ")",
+               "interval_quantiles": list(INTERVAL_QUANTILES), "interval_coverage": INTERVAL_COVERAGE,
+               "conformal_log_width": model.conformal_log_width_, "files": {}}
+        man.update({k: v for k, v in extra.items() if k not in man})  # provenance and metrics; never the model's own fields
+
+        def text(names: dict[str, str]) -> str:
+            files = {part: {"path": names[part], "sha256": sums[part]} for part in staged}
+            return json.dumps(strict_json({**man, "files": files}), indent=1, allow_nan=False, default=str) + "\n"
+
+        write_text_atomic(man_path, text({part: tmp.name for part, tmp in staged.items()}))  # the commit
+    except BaseException:
+        for tmp in staged.values():
+            tmp.unlink(missing_ok=True)
+        raise
+    finals = {part: f"{stem}.{part}.ubj" for part in staged}
+    for part, tmp in staged.items():
+        link = stage_file(folder / finals[part])
+        link.unlink()
+        try:
+            os.link(tmp, link)
+        except OSError:  # a file system without hard links
+            shutil.copyfile(tmp, link)
+            fsync_file(link)
+        os.replace(link, folder / finals[part])
+    write_text_atomic(man_path, text(finals))
+    for tmp in staged.values():
+        tmp.unlink(missing_ok=True)
     return man_path
 
 

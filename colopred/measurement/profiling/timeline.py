@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InputError
+from ...io import atomic_file, write_text_atomic
 
 # kind: kernel | memcpy | memset (GPU), runtime | driver (host API calls)
 COLUMNS = ("kind", "name", "start_us", "dur_us", "correlation", "stream")
@@ -138,10 +139,10 @@ def capture(job_name: str, out_dir: str | Path, iterations: int = 6, warmup: int
         with open(tmp, "rb") as src, gzip.open(out_dir / f"{job_name}.trace.json.gz", "wb") as dst:
             dst.write(src.read())
     tmp.unlink()
-    with gzip.open(out_dir / f"{job_name}.timeline.csv.gz", "wt") as f:
+    with atomic_file(out_dir / f"{job_name}.timeline.csv.gz", "wb") as raw, gzip.open(raw, "wt") as f:
         rows.to_csv(f, index=False, float_format="%.3f")
     meta = {"job": job_name, "iterations": iterations, "warmup": warmup, "iter_ms_plain": plain_ms, "iter_ms_traced": traced_ms,
             "events": len(rows), "kernels": int((rows["kind"] == "kernel").sum()), "torch": torch.__version__,
             "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    (out_dir / f"{job_name}.timeline.json").write_text(json.dumps(meta, indent=1))
+    write_text_atomic(out_dir / f"{job_name}.timeline.json", json.dumps(meta, indent=1))
     return meta
