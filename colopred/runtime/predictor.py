@@ -25,6 +25,7 @@ from ..constants import MODES
 from ..errors import InputError
 from ..profile import JobProfile
 from . import outcome
+from .checks import check_pack, check_predict, check_predict_many, check_rank_partners
 from .estimator import SlowdownModel
 from .features import feature_matrix, profile_matrix
 from .manifest import default_model_path, load_model, save_model
@@ -139,6 +140,7 @@ class Predictor:
 
     def predict(self, profiles: Sequence[JobProfile]) -> Prediction:
         """Slowdown of each job when ``profiles`` run together."""
+        profiles = check_predict(self, profiles)
         if len(profiles) < 2:
             raise ValueError("a collocation needs at least two jobs")
         self._check_gpu(profiles)
@@ -158,6 +160,7 @@ class Predictor:
         """Vectorised prediction of many sets: a tidy DataFrame with one row per job of each set, in the order
         given (columns ``PREDICT_MANY_COLUMNS``; ``delta``, ``throughput``, ``memory_gib`` and ``fits_memory``
         are the set's, repeated on each of its rows)."""
+        sets = check_predict_many(self, sets)
         profiles: list[JobProfile] = []
         index: dict[int, int] = {}
         for s in sets:
@@ -210,6 +213,7 @@ class Predictor:
     def rank_partners(self, job: JobProfile, candidates: Sequence[JobProfile], k: int | None = None) -> pd.DataFrame:
         """Candidates ranked by the predicted normalised throughput of the pair, best first: one row per
         partner with ``partner``, ``job_slowdown``, ``partner_slowdown``, ``delta``, ``throughput``, ``fits_memory``."""
+        check_rank_partners(self, job, candidates, k)
         rows = self.predict_many([[job, c] for c in candidates])
         first = rows[rows.groupby("set_id").cumcount() == 0].set_index("set_id")
         second = rows[rows.groupby("set_id").cumcount() == 1].set_index("set_id")
@@ -223,6 +227,7 @@ class Predictor:
         """Place ``jobs`` on ``n_gpus`` GPUs to maximise total predicted normalised throughput, within GPU
         memory, ``max_per_gpu`` jobs per GPU and ``max_slowdown`` per job (:func:`colopred.runtime.placement.pack`).
         Returns the job names on each GPU."""
+        check_pack(self, jobs, n_gpus, max_per_gpu, max_slowdown)
         from .placement import pack
 
         return pack(self, jobs, n_gpus, max_per_gpu=max_per_gpu, max_slowdown=max_slowdown)
