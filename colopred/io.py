@@ -83,8 +83,8 @@ def stage_file(path: str | os.PathLike) -> Path:
     """A fresh temporary name beside ``path`` (same folder, hence same file system) for a file that a library
     writes by name (XGBoost's ``save_model``); rename it over ``path`` once complete, or unlink it."""
     path = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:  # the extension kept last: XGBoost picks its format by it
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}")
     except FileNotFoundError:
         raise InputError(path, f"folder {str(path.parent)!r} does not exist") from None
     except OSError as e:
