@@ -97,7 +97,8 @@ def _validate(v: Any, s: dict[str, Any], where: str, out: list[str]) -> None:
         types = s["type"] if isinstance(s["type"], list) else [s["type"]]
         if not any(_TYPES[t](v) for t in types):
             want = " or ".join("a finite number" if t == "number" else "an integer" if t == "integer" else
-                               "an object" if t == "object" else f"a {t}" if t != "null" else "null" for t in types)
+                               "an object" if t == "object" else "an array" if t == "array" else f"a {t}" if t != "null" else "null"
+                               for t in types)
             out.append(f"{name} must be {want}, not {_show(v)}")
             return
     if _TYPES["number"](v):

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..constants import MODES
-from ..errors import ColopredError
+from ..errors import ColopredError, InputError
 
 
 def cmd_measure(a) -> int:
@@ -51,7 +51,12 @@ def cmd_table(a) -> int:
     if a.output:
         check_output(a.output, *a.paths)
 
-    t = slowdown_table(read_windows(a.paths))
+    windows = read_windows(a.paths)
+    if windows.empty:
+        raise InputError(a.paths[0], "holds no window records")
+    t = slowdown_table(windows)
+    if t.empty:
+        raise InputError(a.paths[0], "no collocated window with solo baselines of its jobs: nothing to tabulate")
     if a.output:
         write_csv_atomic(t, a.output, index=False)
         log_of(a)(f"wrote {a.output} ({len(t)} rows)")
