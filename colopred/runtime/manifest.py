@@ -66,7 +66,7 @@ def strict_json(obj: Any) -> Any:
     return obj
 
 
-def save_model(path: str | os.PathLike, model: SlowdownModel, mode: str, **extra: Any) -> Path:
+def save_model(path: str | os.PathLike, model: SlowdownModel, mode: str, /, **extra: Any) -> Path:
     """Write a fitted ``model`` as ``STEM.json`` + ``STEM.point.ubj`` + ``STEM.interval.ubj`` (``path`` is the
     manifest, ``.json`` added if missing), replacing an existing model's three files together or not at all:
     a reader (or a run killed at any moment) sees either the old model or the new one, both complete.
