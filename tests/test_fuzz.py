@@ -23,7 +23,7 @@ from colopred.schema import schema_text  # noqa: E402
 
 from .conftest import DATA, SAMPLE  # noqa: E402
 
-FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(max_examples=120, deadline=None, print_blob=False, verbosity=hypothesis.Verbosity.quiet, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 REPORT = gzip.open(SAMPLE, "rt").read()
 LINES = REPORT.splitlines()
 HEADER_AT = next(i for i, l in enumerate(LINES) if l.startswith('"ID"'))

@@ -156,11 +156,20 @@ def _check_rows(path: Path, body: bytes, header: list[str], first_line: int) -> 
             dropped = True
             continue
         where = first_line + i + 1
+        text = line.decode("utf-8", errors="replace")
         try:
-            cells = next(csv.reader([line.decode("utf-8", errors="replace")]))
+            cells = next(csv.reader([text]))
         except csv.Error as e:
             raise InputError(path, f"malformed line {where} ({str(e)[:80]})") from None
         kid = cells[0].strip() if cells else ""
+        if kid.isdigit():
+            try:  # strict: a quote not closed on its line, or text after a closing quote (ncu never writes either)
+                next(csv.reader([text], strict=True))
+                if line.count(b'"') % 2:
+                    raise csv.Error("a quote is not closed")
+            except csv.Error as e:
+                raise InputError(path, f"malformed line {where} (kernel ID {kid[:20]}): not valid CSV ({str(e)[:60]}): a row cut "
+                                       "short, or cut short and merged with the next?") from None
         if not kid.isdigit():
             raise InputError(path, f"malformed line {where} (ID {kid[:40]!r} is not a kernel ID)")
         if len(cells) < n:
@@ -170,6 +179,17 @@ def _check_rows(path: Path, body: bytes, header: list[str], first_line: int) -> 
             raise InputError(path, f"malformed line {where} (kernel ID {kid}): {len(cells)} cells where the header has {n} "
                                    f"(a row cut short and merged with the next?)")
     return b"\n".join(lines) if dropped else body
+
+
+def _line_of(body: bytes, row: int, first_line: int) -> int:
+    """Line number in the file of the ``row``-th data row of ``body`` (blank lines, which pandas skips, counted)."""
+    seen = -1
+    for n, line in enumerate(body.split(b"\n")):
+        if line.strip():
+            seen += 1
+            if seen == row:
+                return first_line + n + 1
+    return first_line + 1
 
 
 def read_ncu_csv(
@@ -281,12 +301,27 @@ def read_ncu_csv(
         if kind == "time":
             num = num * _TIME_UNITS_NS[units[col_index[col]]]
         out[new] = num.astype(float)
-    out["kernel_id"] = out["kernel_id"].astype(np.int64)
+    ids = out["kernel_id"].astype(str).str.strip()
+    bad = ~ids.str.fullmatch(r"\d{1,18}").to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(path, f"malformed line {_line_of(body, i, header_at + 2)} (ID {ids.iloc[i][:40]!r} is not a kernel ID)")
+    out["kernel_id"] = ids.astype(np.int64)
+    dup = out["kernel_id"].duplicated().to_numpy()
+    if dup.any():
+        i = int(np.flatnonzero(dup)[0])
+        raise InputError(path, f"kernel ID {out['kernel_id'].iloc[i]} appears twice (line {_line_of(body, i, header_at + 2)} "
+                               "repeats an earlier row)")
     if not (out["duration_ns"] > 0).any():
         raise InputError(path, "every kernel has gpu__time_duration.sum 0: the report holds no kernel time")
-    for c in ("process_id", "device"):
+    for c, col in (("process_id", "Process ID"), ("device", "Device")):
         if c in out:
-            out[c] = pd.to_numeric(out[c], errors="coerce").astype("Int64")
+            text = out[c].astype(str).str.strip()
+            bad = ~(text.str.fullmatch(r"\d{1,9}") | text.isin(("", "n/a"))).to_numpy()
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise InputError(path, f"{col} of kernel ID {out['kernel_id'].iloc[i]} is {text.iloc[i][:30]!r}, not a number")
+            out[c] = pd.to_numeric(text, errors="coerce").astype("Int64")
 
     out = _select(out, path, process_id=process_id, device=device)
 
