@@ -410,6 +410,8 @@ CASES = [
     ("table-empty-dir", nothing, ["table", "{w}/adir"], "no windows.jsonl"),
     ("table-empty-records", write("camp/windows.jsonl", ""), TABLE, "no window records"),
     ("table-not-json", write("camp/windows.jsonl", "{oops\n"), TABLE, "line 1 is not valid JSON"),
+    ("table-deep-line", write("camp/windows.jsonl", "[" * 100_000 + "]" * 100_000 + "\n"), TABLE, "line 1 is not a window record"),
+    ("table-binary", write("camp/windows.jsonl", b"\xff\xfe\x00\n"), TABLE, "windows.jsonl: cannot read"),
     ("table-not-object", write("camp/windows.jsonl", "[1]\n"), TABLE, "line 1 is not a JSON object"),
     ("table-record-without-mode", records(lambda rs: [{k: v for k, v in r.items() if k != "mode"} for r in rs]), TABLE, "record 1 is not a window record"),
     ("table-jobs-not-list", records(lambda rs: [{**r, "jobs": "a+b"} for r in rs]), TABLE, "record 1 is not a window record"),

@@ -168,6 +168,8 @@ def warn_outside_experience(predictor: "Predictor", profiles: list[JobProfile], 
         with np.errstate(invalid="ignore"):
             bad = (P[:, j] < lo - pad) | (P[:, j] > hi + pad)
         for i in np.flatnonzero(bad):
+            if b in ("log_kernels", "mean_kernel_us") and profiles[i].kernels_per_iteration is None:
+                continue  # no kernel count (NVML profiles): counted as 0, and warned about below
             outside.append((profiles[i].name, b, P[i, j], lo, hi))
     if outside:
         name, b, v, lo, hi = outside[0]
