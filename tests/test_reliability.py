@@ -479,3 +479,22 @@ def test_killing_measure_leaves_every_recorded_window_and_resume_completes(tmp_p
     w = read_windows(out)
     assert w["record_id"].is_unique and set(w["record_id"]) == {x.window_id for x in Campaign(out, None, resume=True).plan}
     assert (out / ".campaign.lock").exists() and not any(p.name.endswith(".tmp") for p in out.iterdir())
+
+
+@pytest.mark.slow
+def test_evaluate_on_one_valid_campaign_writes_its_report(tmp_path, capsys):
+    """A dataset of one campaign: folds and placement scenarios that leave nothing to train on are skipped (they
+    made XGBoost fit an empty set), and the report is written."""
+    import shutil
+
+    from colopred.cli import main
+
+    data = tmp_path / "data"
+    shutil.copytree(DATA / "profiles" / "ncu", data / "profiles" / "ncu")
+    shutil.copytree(DATA / "campaigns" / "h100-c1", data / "campaigns" / "h100-c1")
+    assert main(["evaluate", "-q", "--data", str(data), "--modes", "timeslice", "--out", str(tmp_path / "rep")]) == 0
+    out = capsys.readouterr().out
+    assert "colopred (XGBoost)" in out and "leave-arch" in out
+    written = sorted(p.name for p in (tmp_path / "rep").iterdir())
+    assert {"report.md", "metrics.csv", "pred_vs_measured.png"} <= set(written)
+    assert not [n for n in written if n.startswith(".") or n.endswith(".tmp")]
