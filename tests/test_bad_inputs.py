@@ -448,7 +448,9 @@ CASES = [
     ("measure-foreign-record", records(lambda rs: rs + [{**rs[0], "window_id": "zzz"}]), ["measure", "--out", "{w}/camp", "--resume", "--device", "cpu"], "windows.jsonl: record 11"),
     ("measure-mismatched-record", records(lambda rs: [{**rs[0], "mode": "mps" if rs[0]["mode"] == "timeslice" else "timeslice"}] + rs[1:]),
      ["measure", "--out", "{w}/camp", "--resume", "--device", "cpu"], "does not match the plan"),
-    ("measure-out-is-file", nothing, ["measure", "--out", "{w}/afile", "--resume", "--device", "cpu"], "afile"),
+    ("measure-out-is-file", nothing, ["measure", "--out", "{w}/afile", "--resume", "--device", "cpu"], "afile: is a file"),
+    ("measure-new-out-is-file", nothing, ["measure", "--out", "{w}/afile", "--jobs", "resnet18-b2-fp32,dlrm-b8-fp32", "--sets", "pairs",
+                                           "--mode", "mps", "--device", "cpu"], "afile: is a file"),
     ("measure-bad-job", nothing, ["measure", "--out", "{w}/new", "--jobs", "nonsense", "--sets", "pairs", "--mode", "mps", "--device", "cpu"], "nonsense"),
 ]
 

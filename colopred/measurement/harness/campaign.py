@@ -165,6 +165,8 @@ class Campaign:
 
     def __init__(self, out_dir: str | Path, config: CampaignConfig | None = None, *, resume: bool = False):
         self.out_dir = Path(out_dir)
+        if self.out_dir.exists() and not self.out_dir.is_dir():
+            raise InputError(self.out_dir, "is a file; --out names the campaign's folder")
         cfg_path = self.out_dir / CONFIG_FILE
         fingerprint = None
         if cfg_path.is_dir():
