@@ -83,22 +83,51 @@ def check_profiles(obj: Any, what: str = "profiles", min_jobs: int = 1, max_jobs
     return profiles
 
 
-def check_sets(sets: Any, what: str = "sets") -> list[list[JobProfile]]:
-    """``sets`` as a list of sets of profiles: at least one set, each checked by :func:`check_profiles` (a set of
-    one job is allowed: it runs alone, slowdown 1); across sets, one name is one job."""
+def check_sets(sets: Any, what: str = "sets") -> Sequence[Sequence[JobProfile]]:
+    """``sets`` (returned as given) after checking it is a sequence of at least one set, each a list or tuple of 1 to
+    ``MAX_SET_SIZE`` JobProfile (a set of one job is allowed: it runs alone, slowdown 1) with no job twice, and that
+    across sets one name is one job. Vectorised (100,000 sets in ~0.1 s); the first bad set is then checked by
+    :func:`check_profiles`, whose error names it."""
     if isinstance(sets, (str, bytes, dict)) or not isinstance(sets, Sequence):
         raise TypeError(f"{what} must be a sequence of sets of JobProfile, not {type(sets).__name__}")
     if len(sets) == 0:
         raise ValueError(f"{what} is empty: give at least one set of jobs")
-    out = [check_profiles(s, f"{what}[{i}]") for i, s in enumerate(sets)]
+
+    def first_bad(mask) -> None:
+        i = int(np.flatnonzero(mask)[0])
+        check_profiles(sets[i], f"{what}[{i}]")
+        raise AssertionError(f"{what}[{i}] failed a check that check_profiles passes")  # pragma: no cover
+
+    kinds = [type(s) for s in sets]
+    if not set(kinds) <= {list, tuple}:
+        first_bad([k not in (list, tuple) for k in kinds])
+    sizes = np.fromiter(map(len, sets), np.int64, len(sets))
+    if sizes.min() < 1 or sizes.max() > MAX_SET_SIZE:
+        first_bad((sizes < 1) | (sizes > MAX_SET_SIZE))
+    flat = [p for s in sets for p in s]
+    if set(map(type, flat)) != {JobProfile}:
+        bad_set = np.repeat(np.arange(len(sets)), sizes)[[type(p) is not JobProfile for p in flat]]
+        first_bad(np.isin(np.arange(len(sets)), bad_set))
+    index: dict[int, int] = {}
     by_name: dict[str, JobProfile] = {}
-    for i, s in enumerate(out):
-        for p in s:
+    for p in flat:
+        if id(p) not in index:
+            index[id(p)] = len(index)
             q = by_name.setdefault(p.name, p)
             if q is not p and q != p:
+                i = next(i for i, s in enumerate(sets) if any(x is p for x in s))
                 raise ValueError(f"{what}[{i}] holds a job named {p.name!r} that differs from another set's job of that name: "
                                  "give each job a distinct name")
-    return out
+    # no job twice in one set: one name is one job, so a repeated profile object is a repeated job
+    idx = np.full((len(sets), int(sizes.max())), -1, dtype=np.int64)
+    rows = np.repeat(np.arange(len(sets)), sizes)
+    cols = np.arange(len(flat)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    idx[rows, cols] = [index[id(p)] for p in flat]
+    idx.sort(axis=1)
+    twice = ((idx[:, 1:] == idx[:, :-1]) & (idx[:, 1:] >= 0)).any(axis=1)
+    if twice.any():
+        first_bad(twice)
+    return sets
 
 
 # ----------------------------------------------------------------------------------- one line per method
@@ -110,11 +139,11 @@ def check_predict(predictor: "Predictor", profiles: Any) -> list[JobProfile]:
     return out
 
 
-def check_predict_many(predictor: "Predictor", sets: Any) -> list[list[JobProfile]]:
+def check_predict_many(predictor: "Predictor", sets: Any) -> Sequence[Sequence[JobProfile]]:
     """``Predictor.predict_many``'s arguments (:func:`check_sets`), with the experience warnings, the GPU's included."""
     out = check_sets(sets)
     unique = list({id(p): p for s in out for p in s}.values())
-    warn_outside_experience(predictor, unique, max(len(s) for s in out), gpu=True)
+    warn_outside_experience(predictor, unique, max(map(len, out)), gpu=True)
     return out
 
 
@@ -159,24 +188,21 @@ def warn_outside_experience(predictor: "Predictor", profiles: list[JobProfile], 
     P = profile_matrix(profiles)
     ranges = man.get("feature_ranges") or {}
     outside = []
-    for j, b in enumerate(BASE):
-        r = ranges.get(f"t_{b}")
-        if not r:
-            continue
-        lo, hi = r
-        pad = 0.05 * (hi - lo)
-        with np.errstate(invalid="ignore"):
-            bad = (P[:, j] < lo - pad) | (P[:, j] > hi + pad)
-        for i in np.flatnonzero(bad):
-            if b in ("log_kernels", "mean_kernel_us") and profiles[i].kernels_per_iteration is None:
-                continue  # no kernel count (NVML profiles): counted as 0, and warned about below
-            outside.append((profiles[i].name, b, P[i, j], lo, hi))
+    bounds = np.array([ranges.get(f"t_{b}") or [-np.inf, np.inf] for b in BASE], dtype=float)  # BASE x 2
+    pad = 0.05 * np.nan_to_num(bounds[:, 1] - bounds[:, 0], posinf=0.0, nan=0.0)
+    with np.errstate(invalid="ignore"):
+        bad = (P < bounds[:, 0] - pad) | (P > bounds[:, 1] + pad)
+    for i, j in zip(*np.nonzero(bad)):
+        b = BASE[j]
+        if b in ("log_kernels", "mean_kernel_us") and profiles[i].kernels_per_iteration is None:
+            continue  # no kernel count (NVML profiles): counted as 0, and warned about below
+        outside.append((profiles[i].name, b, P[i, j], *bounds[j]))
     if outside:
         name, b, v, lo, hi = outside[0]
         more = f" (and {len(outside) - 1} more)" if len(outside) > 1 else ""
         notes.append(f"profile {name}: feature {b} = {v:.4g} lies outside the model's training range [{lo:.4g}, {hi:.4g}]"
                      f"{more}: the prediction extrapolates")
-    used = set(getattr(predictor.model, "features_", ()) or ())
+    used = getattr(predictor.model, "features_", ()) or ()
     for p, row in zip(profiles, P):
         if p.source != "nvml":
             continue
