@@ -61,11 +61,66 @@ MAX_STREAM_OVERLAP = 64.0
 """Upper bound of ``JobProfile.stream_overlap``: the number of kernels that can run at once from one process is
 bounded by the hardware's concurrent-kernel limit (128 on Hopper), and real jobs reach 1.44; 64 rejects garbage."""
 
-MAX_BUSY_FRACTION = 4.0
+MAX_BUSY_FRACTION = 2.0
 """Upper bound of ``JobProfile.busy_fraction``: kernel time per iteration over iteration time exceeds 1 only for
-jobs running kernels on several streams at once (the shipped maximum is 1.07, cuDNN's LSTM)."""
+jobs running kernels on several streams at once (the shipped maximum is 1.07, cuDNN's LSTM). ``profile ncu``
+refuses above ``MAX_BUSY_FRACTION_FROM_NCU`` (1.5), and re-timing a profile to a solo time up to ~35% faster on
+another machine (``JobProfile.retimed``) raises that to ~2."""
 
 # ----------------------------------------------------------------------------- measurement
 SEGMENT_GAP_S = 300.0
 """A pause of more than this between two windows of a campaign starts a new segment (another machine lease):
 a fresh machine took longer to start, while restarts inside one device call took under 3 minutes."""
+
+# ------------------------------------------------------------------------ plausibility bounds
+NCU_PCT_TOLERANCE = 0.5
+"""How far above 100 a per-kernel percentage of an ncu report (and a duration-weighted one of a profile) may
+lie: ncu prints two decimals of a ratio of sampled counters, and the shipped H100 reports reach 100.0 exactly
+(sm__maximum_warps_per_active_cycle_pct); half a percent keeps rounding in and a wrong column or unit out."""
+
+MAX_NCU_L2_HIT_RATE_PCT = 150.0
+"""Upper bound of ncu's per-kernel ``lts__t_sector_hit_rate.pct``: unlike the other percentages it exceeds 100
+on real reports (54 kernels of the shipped full-metric resnet18 report on the H100, up to 112.27 %), since ncu
+counts hits of sectors that were not requested on their own (prefetches, atomics); 150 keeps those and refuses
+a separator or unit mistake (1,234 -> 1234)."""
+
+MIN_ITERATION_MS = 0.01
+"""Lower bound of a profile's solo ``iteration_ms``: 10 µs. A kernel launch alone costs 2-5 µs on Hopper and a
+training step launches tens of kernels (the shipped minimum is ~4 ms); a smaller value is a unit mistake (s for ms)."""
+
+MAX_ITERATION_MS = 600_000.0
+"""Upper bound of a profile's solo ``iteration_ms``: 10 minutes. The harness sizes a window to hold a dozen
+iterations within ``--max-window-s`` (20 s by default) and the shipped maximum is 0.4 s; a step of more than
+10 minutes is not a training job one collocates, it is a unit mistake (µs for ms)."""
+
+MAX_KERNELS_PER_MS = 1000.0
+"""Upper bound of ``kernels_per_iteration / iteration_ms``: one kernel per µs. One process launches at most a
+few hundred thousand kernels a second (CUDA graphs included), and a kernel runs for at least ~1 µs; the
+shipped maximum is ~20 per ms."""
+
+MAX_GPU_MEMORY_GIB = 1024.0
+"""Upper bound of a GPU's memory in a profile: 1 TiB (the largest GPU sold holds 288 GB, the H200 141 GB)."""
+
+MAX_SM_COUNT = 1024
+"""Upper bound of a GPU's SM count in a profile (an H100 has 132, a B200 148)."""
+
+MAX_NAME_LENGTH = 200
+"""Longest job name (a zoo job's name is under 40 characters); names are printed on one line, so they hold no
+control characters either."""
+
+MAX_META_DEPTH = 32
+"""Deepest nesting of a profile's free-form ``meta`` (provenance: two levels in every shipped profile): deeper
+documents would exhaust Python's recursion when copied or printed."""
+
+MAX_BASELINE_COEF = 100.0
+"""Upper bound of a manifest's baseline coefficients: the baseline slowdown is 1 + Σ cₖ·loadₖ with loads of
+order one per co-runner, and the shipped coefficients are at most 2.35; 100 would predict a pair slowing
+each other down ~100-fold, far outside any measurement (the largest measured slowdown is ~4)."""
+
+MAX_CONFORMAL_LOG_WIDTH = 2.0
+"""Upper bound of a manifest's ``conformal_log_width`` (the interval widened by a factor e^w each side):
+the shipped widths are 0.11 and 0.16; e² ≈ 7.4 would make every interval meaningless."""
+
+MAX_SET_SIZE = 16
+"""Most jobs in one set that colopred predicts or that a manifest may claim it was trained on: MPS allows 48
+clients per GPU, but no training job shares one GPU 16-fold (the shipped data holds sets of 2 and 3)."""

@@ -14,9 +14,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from .constants import MAX_BUSY_FRACTION, MAX_STREAM_OVERLAP
+from .constants import MAX_BUSY_FRACTION, MAX_KERNELS_PER_MS, MAX_META_DEPTH
 from .errors import InputError, SchemaError
 from .gpu import GpuInfo
+from .io import write_text_atomic
+from .schema import depth, loads
+from .schema import problems as schema_problems
 
 SCHEMA = "colopred.job_profile"
 SCHEMA_VERSION = 1
@@ -97,7 +100,7 @@ class JobProfile:
     def __post_init__(self) -> None:
         problems = validate_fields(self)
         if problems:
-            raise ValueError("; ".join(problems))
+            raise ValueError("; ".join(problems[:3]))
 
     # ----------------------------------------------------------------- derived
     @property
@@ -118,50 +121,48 @@ class JobProfile:
 
     def to_json(self, path: str | os.PathLike) -> Path:
         """Write atomically (temp file + rename): an existing file is never left half written."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
-        os.replace(tmp, path)
-        return path
+        return write_text_atomic(path, json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], path: str | os.PathLike | None = None) -> "JobProfile":
+        """A profile from its JSON document, validated against the shipped schema (:mod:`colopred.schema`);
+        a bad document raises :class:`SchemaError` naming ``path`` and the first problem."""
         if not isinstance(d, dict):
             raise SchemaError(path, "not a colopred profile (expected a JSON object)")
         if d.get("schema") != SCHEMA:
-            raise SchemaError(path, f"not a colopred profile (schema is {d.get('schema')!r}, expected {SCHEMA!r})")
+            raise SchemaError(path, f"not a colopred profile (schema is {_short(d.get('schema'))}, expected {SCHEMA!r})")
         version = d.get("schema_version")
         if version != SCHEMA_VERSION:
             raise SchemaError(
-                path, f"profile schema version {version!r} is not supported (this colopred reads version {SCHEMA_VERSION})"
+                path, f"profile schema version {_short(version)} is not supported (this colopred reads version {SCHEMA_VERSION})"
             )
+        problems = schema_problems(d, "job_profile")
+        if problems:
+            raise SchemaError(path, f"invalid profile: {problems[0]}")
         body = {k: v for k, v in d.items() if k not in ("schema", "schema_version")}
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(body) - known)
-        if unknown:
-            raise SchemaError(path, f"unknown profile field(s): {', '.join(unknown)}")
+        g = body["gpu"]
+        body["gpu"] = GpuInfo(name=g["name"], sm_count=int(g["sm_count"]), memory_gib=float(g["memory_gib"]))
+        body["iterations_profiled"] = int(body["iterations_profiled"])
         try:
-            g = body["gpu"]
-            body["gpu"] = GpuInfo(name=str(g["name"]), sm_count=int(g["sm_count"]), memory_gib=float(g["memory_gib"]))
             return cls(**body)
-        except KeyError as e:
-            raise SchemaError(path, f"profile is missing field {e.args[0]!r}") from None
         except (TypeError, ValueError) as e:
-            raise SchemaError(path, f"invalid profile: {e}") from None
+            raise SchemaError(path, f"invalid profile: {str(e).split('; ')[0]}") from None
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> "JobProfile":
         path = Path(path)
         try:
-            text = path.read_text()
+            text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise InputError(path, "no such file") from None
         except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
             raise InputError(path, f"cannot read: {e.__class__.__name__}") from None
+        except OSError as e:
+            raise InputError(path, f"cannot read ({e.strerror or e.__class__.__name__})") from None
         try:
-            d = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise SchemaError(path, f"not valid JSON (line {e.lineno}: {e.msg})") from None
+            d = loads(text)
+        except ValueError as e:
+            raise SchemaError(path, str(e)) from None
         return cls.from_dict(d, path)
 
     def with_(self, **changes: Any) -> "JobProfile":
@@ -213,46 +214,50 @@ class JobProfile:
         return "\n".join(lines)
 
 
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _finite(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _doc(p: JobProfile) -> dict[str, Any]:
+    """The profile as its JSON document, without copying (for validation)."""
+    d: dict[str, Any] = {"schema": SCHEMA, "schema_version": SCHEMA_VERSION}
+    for f in p.__dataclass_fields__:
+        d[f] = getattr(p, f)
+    if isinstance(p.gpu, GpuInfo):
+        d["gpu"] = {"name": p.gpu.name, "sm_count": p.gpu.sm_count, "memory_gib": p.gpu.memory_gib}
+    return d
+
+
 def validate_fields(p: JobProfile) -> list[str]:
-    """Everything wrong with a profile's values, as short phrases (empty if valid)."""
-    problems: list[str] = []
-    if not isinstance(p.name, str) or not p.name:
-        problems.append("name must be a non-empty string")
-    if p.source not in ("ncu", "nvml"):
-        problems.append(f"source must be 'ncu' or 'nvml', not {p.source!r}")
+    """Everything wrong with a profile's values, as short phrases (empty if valid): the shipped JSON Schema
+    (``colopred/schemas/job_profile.schema.json``: types, ranges, finite values) and the relations between
+    fields that a JSON Schema cannot state (bounds named in :mod:`colopred.constants`)."""
     if not isinstance(p.gpu, GpuInfo):
-        problems.append("gpu must be a GpuInfo")
-    if not _finite(p.iteration_ms) or p.iteration_ms <= 0:
-        problems.append(f"iteration_ms must be a positive number of milliseconds, not {p.iteration_ms!r}")
-    if not isinstance(p.iterations_profiled, int) or p.iterations_profiled < 1:
-        problems.append(f"iterations_profiled must be a positive integer, not {p.iterations_profiled!r}")
-    if not _finite(p.busy_fraction) or not 0 <= p.busy_fraction <= MAX_BUSY_FRACTION:
-        problems.append(f"busy_fraction must be a finite fraction (0..{MAX_BUSY_FRACTION:g}), not {p.busy_fraction!r}")
-    for name in PCT_FIELDS:
+        return ["gpu must be a GpuInfo"]
+    problems = schema_problems(_doc(p), "job_profile")
+    if problems:
+        return problems
+    if isinstance(p.meta, dict) and depth(p.meta, MAX_META_DEPTH) > MAX_META_DEPTH:
+        problems.append(f"meta nests deeper than {MAX_META_DEPTH} levels")
+    it = p.iteration_ms
+    if p.peak_memory_gib is not None and p.peak_memory_gib > p.gpu.memory_gib:
+        problems.append(f"peak_memory_gib {p.peak_memory_gib:g} exceeds the GPU's memory ({p.gpu.memory_gib:g} GiB)")
+    if p.kernel_ms_per_iteration is not None and p.kernel_ms_per_iteration > MAX_BUSY_FRACTION * it:
+        problems.append(f"kernel_ms_per_iteration {p.kernel_ms_per_iteration:g} exceeds {MAX_BUSY_FRACTION:g} x iteration_ms ({it:g})")
+    if p.kernels_per_iteration is not None and p.kernels_per_iteration > MAX_KERNELS_PER_MS * it:
+        problems.append(f"kernels_per_iteration {p.kernels_per_iteration:g} is more than {MAX_KERNELS_PER_MS:g} per ms of "
+                        f"its {it:g} ms iteration")
+    kernel_us = 1000.0 * (p.kernel_ms_per_iteration if p.kernel_ms_per_iteration is not None else MAX_BUSY_FRACTION * it)
+    for name in ("mps_wait_us", "blocking_wait_us"):
         v = getattr(p, name)
-        required = name in ("dram_util_pct", "achieved_occupancy_pct")
-        if v is None and not required:
-            continue
-        if not _finite(v) or not -0.5 <= v <= 100.5:
-            problems.append(f"{name} must be a percentage in 0..100, not {v!r}")
-    if p.stream_overlap is not None and (not _finite(p.stream_overlap) or not 1 <= p.stream_overlap <= MAX_STREAM_OVERLAP):
-        problems.append(f"stream_overlap must be a ratio from 1 to {MAX_STREAM_OVERLAP:g} (kernel time / time a kernel runs), not {p.stream_overlap!r}")
-    for name in ("kernel_ms_per_iteration", "kernels_per_iteration", "peak_memory_gib", "blocking_wait_us", "mps_wait_us"):
-        v = getattr(p, name)
-        if v is not None and (not _finite(v) or v < 0):
-            problems.append(f"{name} must be a non-negative number, not {v!r}")
-    if not isinstance(p.distributions, dict):
-        problems.append("distributions must be a mapping")
-    else:
-        for metric, dist in p.distributions.items():
-            if not isinstance(dist, dict) or not all(_finite(x) for x in dist.values()):
-                problems.append(f"distribution {metric!r} must map names to finite numbers")
-    if not isinstance(p.meta, dict):
-        problems.append("meta must be a mapping")
+        if v is not None and v > kernel_us / 2 + 1e-9:
+            problems.append(f"{name} {v:g} exceeds half the kernel time per iteration ({kernel_us / 2:g} µs): "
+                            "a kernel's residual cannot outlast the iteration's kernels")
     return problems
 
 

@@ -84,8 +84,9 @@ class ProfileWindow:
             "gpu_name": t.cuda.get_device_name() if t is not None else None,
         }
         if self.result_path:
-            with open(self.result_path, "w") as f:
-                json.dump(result, f)
+            from .io import write_text_atomic
+
+            write_text_atomic(self.result_path, json.dumps(result))  # the profiler reads it whole or not at all
         if self.exit_after:
             sys.stdout.flush()
             raise SystemExit(0)

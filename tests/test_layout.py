@@ -19,7 +19,7 @@ from .conftest import DATA, ROOT
 
 PKG = ROOT / "colopred"
 # What a scheduler imports: the runtime and the value types it uses.
-RUNTIME = [PKG / "runtime", PKG / "profile.py", PKG / "gpu.py", PKG / "errors.py", PKG / "constants.py", PKG / "__init__.py"]
+RUNTIME = [PKG / "runtime", PKG / "profile.py", PKG / "gpu.py", PKG / "errors.py", PKG / "io.py", PKG / "schema.py", PKG / "constants.py", PKG / "__init__.py"]
 FORBIDDEN_FOR_RUNTIME = ("colopred.measurement", "colopred.research", "colopred.cli", "torch", "pynvml")
 
 
@@ -76,7 +76,7 @@ def test_a_scheduler_predicting_loads_no_gpu_harness_zoo_or_research_code():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     loaded = eval(r.stdout)
-    assert loaded and all(m.startswith(("colopred.runtime", "colopred.profile", "colopred.gpu", "colopred.errors",
+    assert loaded and all(m.startswith(("colopred.runtime", "colopred.profile", "colopred.gpu", "colopred.errors", "colopred.io", "colopred.schema",
                                         "colopred.constants")) for m in loaded), loaded
 
 

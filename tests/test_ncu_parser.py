@@ -272,3 +272,47 @@ def test_shipped_ncu_profiles_rebuild_from_their_raw_reports():
 
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "reprofile_ncu.py"), "--check"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_real_reports_put_thousands_separators_only_in_time_and_count_columns():
+    """The strict reader refuses a separator in a percentage: no shipped H100 report (51, raw csv read) has one there,
+    while durations and launch counts carry them; and every shipped report reads."""
+    import gzip
+
+    from colopred.measurement.profiling.ncu_csv import (
+        OPTIONAL_METRICS,
+        REQUIRED_METRICS,
+    )
+
+    from .conftest import DATA
+
+    kinds = {**REQUIRED_METRICS, **OPTIONAL_METRICS}
+    files = sorted((DATA / "ncu_reports").glob("*.csv.gz")) + sorted((DATA / "profiling_cost").glob("*.csv.gz"))
+    assert len(files) >= 40
+    with_sep: set[str] = set()
+    for f in files:
+        lines = gzip.open(f, "rt").read().splitlines()
+        h = next(i for i, l in enumerate(lines) if l.startswith('"ID"'))
+        hdr = next(csv.reader([lines[h]]))
+        cols = {m: hdr.index(m) for m in kinds if m in hdr}
+        for row in csv.reader(lines[h + 2:]):
+            if row and row[0].isdigit():
+                with_sep |= {m for m, c in cols.items() if "," in row[c]}
+        assert len(read_ncu_csv(f).kernels) > 0
+    assert with_sep and all(kinds[m][1] in ("time", "count") for m in with_sep)
+    assert "gpu__time_duration.sum" in with_sep
+
+
+def test_a_kernel_of_duration_zero_is_allowed(report_text, write):
+    lines = report_text.splitlines()
+    h = next(i for i, l in enumerate(lines) if l.startswith('"ID"'))
+    hdr = next(csv.reader([lines[h]]))
+    c = hdr.index("gpu__time_duration.sum")
+    row = next(csv.reader([lines[h + 4]]))
+    row[c] = "0"
+    buf = io.StringIO()
+    csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="").writerow(row)
+    lines[h + 4] = buf.getvalue()
+    rep = read_ncu_csv(write("z.csv", "\n".join(lines) + "\n"))
+    assert rep.kernels["duration_ns"].iloc[2] == 0 and (rep.kernels["duration_ns"].drop(index=2) > 0).all()
+    assert len(rep.kernels) == len(read_ncu_csv(FULL_REPORT).kernels)

@@ -203,11 +203,11 @@ def test_non_model_files_are_refused(tmp_path):
     d = json.loads(man.read_text())
     for change, msg in (({"schema_version": 8}, "schema version 8"), ({"features": ["x"]}, "feature schema"),
                         ({"model_features": ["t_busy"]}, "feature schema"), ({"mode": "timeslice"}, "feature schema"),
-                        ({"baseline_coefs": {**d["baseline_coefs"], "contention_load": -1}}, "contention_load must be non-negative"),
-                        ({"baseline_coefs": {**d["baseline_coefs"], "wait_small_grid": "1"}}, "wait_small_grid must be non-negative"),
+                        ({"baseline_coefs": {**d["baseline_coefs"], "contention_load": -1}}, "baseline_coefs.contention_load must be at least 0"),
+                        ({"baseline_coefs": {**d["baseline_coefs"], "wait_small_grid": "1"}}, "baseline_coefs.wait_small_grid must be a finite number"),
                         ({"baseline_coefs": {**d["baseline_coefs"], "wait_full_grid": float("nan")}}, "wait_full_grid must be"),
-                        ({"baseline_coefs": {"contention_load": 1.0}}, "must name contention_load, wait_full_grid"),
-                        ({"baseline_coefs": None}, "baseline_coefs must name"), ({"schema": "other"}, "not a colopred model"),
+                        ({"baseline_coefs": {"contention_load": 1.0}}, "missing field 'baseline_coefs.wait_full_grid'"),
+                        ({"baseline_coefs": None}, "baseline_coefs must be an object"), ({"schema": "other"}, "not a colopred model"),
                         ({"contention_load": "symmetric"}, "contention_load 'symmetric' is not the mps mode's")):
         bad = tmp_path / "bad.json"
         bad.write_text(json.dumps({**d, **change}))

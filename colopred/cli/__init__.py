@@ -92,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     except ColopredError as e:
         err(str(e))
         return e.exit_code
+    except OSError as e:  # a file that cannot be read or written, outside the checks of the commands
+        err(f"{e.filename}: {e.strerror}" if e.filename else f"{e.strerror or e}")
+        return 2
     except KeyboardInterrupt:
         err("interrupted; completed windows are saved (continue with --resume)" if a.command == "measure" else "interrupted")
         return 130

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..constants import MODES
-from ..errors import ColopredError
+from ..errors import ColopredError, InputError
 
 
 def cmd_measure(a) -> int:
@@ -44,12 +44,21 @@ def cmd_measure(a) -> int:
 
 
 def cmd_table(a) -> int:
+    from ..io import check_output, write_csv_atomic
     from ..measurement.harness.reader import read_windows, slowdown_table
     from . import log_of
 
-    t = slowdown_table(read_windows(a.paths))
     if a.output:
-        t.to_csv(a.output, index=False)
+        check_output(a.output, *a.paths)
+
+    windows = read_windows(a.paths)
+    if windows.empty:
+        raise InputError(a.paths[0], "holds no window records")
+    t = slowdown_table(windows)
+    if t.empty:
+        raise InputError(a.paths[0], "no collocated window with solo baselines of its jobs: nothing to tabulate")
+    if a.output:
+        write_csv_atomic(t, a.output, index=False)
         log_of(a)(f"wrote {a.output} ({len(t)} rows)")
     else:
         print(t.to_string(index=False, float_format=lambda x: f"{x:.3f}"))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import warnings
 
 from ..constants import MODES
-from ..errors import ColopredError
+from ..errors import ColopredError, InputError
 
 
 def _modes(text: str) -> tuple[str, ...]:
@@ -17,6 +18,17 @@ def _modes(text: str) -> tuple[str, ...]:
     if unknown or not modes:
         raise ColopredError(f"--modes: unknown mode {unknown[0] if unknown else text!r} (known: {', '.join(MODES)})")
     return modes
+
+
+@contextlib.contextmanager
+def _naming(path: str):
+    """An InputError about the dataset as a whole (no file of its own) names the dataset folder."""
+    try:
+        yield
+    except InputError as e:
+        if e.path is None:
+            raise InputError(path, e.problem) from None
+        raise
 
 
 def cmd_predict(a) -> int:
@@ -34,7 +46,10 @@ def cmd_predict(a) -> int:
         raise ColopredError(f"{a.model}: model is for mode {pred.mode!r}, not {a.mode!r}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = pred.predict(profiles)
+        try:
+            result = pred.predict(profiles)
+        except (ValueError, TypeError) as e:
+            raise ColopredError(f"predict: {e}") from None
     notes = [str(x.message) for x in caught]
     for n in notes:
         print(f"colopred: warning: {n}", file=sys.stderr)
@@ -46,25 +61,35 @@ def cmd_predict(a) -> int:
 
 
 def cmd_train(a) -> int:
+    from pathlib import Path
+
     from ..research.training import train
     from . import log_of
 
-    paths = train(a.data, a.out, modes=_modes(a.modes), with_metrics=not a.no_metrics, log=log_of(a))
+    if not a.out or Path(a.out).name in ("", ".", ".."):
+        raise ColopredError(f"--out needs a file stem (OUT in OUT-MODE.json), not {a.out!r}")
+    with _naming(a.data):
+        paths = train(a.data, a.out, modes=_modes(a.modes), with_metrics=not a.no_metrics, log=log_of(a))
     if not paths:
         raise ColopredError(f"{a.data}: no model trained (no measurements)")
     return 0
 
 
 def cmd_evaluate(a) -> int:
+    from pathlib import Path
+
     from ..research.dataset import load_dataset
     from ..research.evaluation import evaluate
     from . import log_of
 
     log = log_of(a)
     modes = _modes(a.modes)
+    if a.out and Path(a.out).exists() and not Path(a.out).is_dir():
+        raise InputError(a.out, "is a file; --out names a folder for the report")
     log(f"reading {a.data}")
-    ds = load_dataset(a.data)
-    table = evaluate(ds, a.out, modes=modes, log=log)
+    with _naming(a.data):
+        ds = load_dataset(a.data)
+        table = evaluate(ds, a.out, modes=modes, log=log)
     cols = ["mode", "split", "method", "slowdown_mape_pct", "delta_mae", "pays_off_agreement_pct", "partner_rank_corr"]
     print(table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     if a.out:

@@ -75,7 +75,7 @@ def add_commands(sub) -> None:
 
     for name, helptext, func in (("pack", "place jobs on GPUs from a placement request (JSON)", cmd_pack),
                                  ("rank", "rank a job's partners from a placement request (JSON)", cmd_rank)):
-        p = command(sub, name, helptext, func, helptext + "; the format is colopred/runtime/schemas/placement_request.schema.json "
+        p = command(sub, name, helptext, func, helptext + "; the format is colopred/schemas/placement_request.schema.json "
                     "(docs/formats.md).")
         p.add_argument("request", help="placement request JSON (jobs, GPUs, limits)")
         p.add_argument("--json", action="store_true", help="print the result as JSON")

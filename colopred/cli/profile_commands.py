@@ -7,14 +7,45 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from ..errors import ColopredError
+from ..errors import ColopredError, InputError
+
+
+def check_name(name: str | None, flag: str = "--name") -> None:
+    """A job name as profiles accept it: non-empty, one line, at most MAX_NAME_LENGTH characters."""
+    from ..constants import MAX_NAME_LENGTH
+
+    if name is None:
+        return
+    if not name.strip():
+        raise ColopredError(f"{flag} must not be empty")
+    if len(name) > MAX_NAME_LENGTH or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ColopredError(f"{flag} must be one line of at most {MAX_NAME_LENGTH} characters")
+
+
+def check_number(value: float | None, flag: str, *, positive: bool = True, maximum: float | None = None, unit: str = "") -> None:
+    """A numeric option: finite, positive where asked, at most ``maximum``."""
+    import math
+
+    if value is None:
+        return
+    if not math.isfinite(value) or (positive and value <= 0):
+        raise ColopredError(f"{flag} must be a finite positive number{unit}, not {value!r}")
+    if maximum is not None and value > maximum:
+        raise ColopredError(f"{flag} {value:g} is more than {maximum:g}{unit}: a unit mistake?")
 
 
 def cmd_ncu(a) -> int:
+    from ..constants import MAX_GPU_MEMORY_GIB
+    from ..io import check_output
     from ..measurement.profiling.ncu_csv import read_ncu_csv
     from ..measurement.profiling.ncu_profile import profile_from_ncu
     from . import log_of
 
+    check_name(a.name)
+    check_number(a.mem_gib, "--mem-gib", maximum=MAX_GPU_MEMORY_GIB, unit=" GiB")
+    if a.iterations < 1:
+        raise ColopredError(f"--iterations must be a positive integer, not {a.iterations}")
+    check_output(a.output, a.report)
     report = read_ncu_csv(a.report, process_id=a.process, device=a.device)
     p = profile_from_ncu(report, name=a.name, iteration_ms=a.iter_ms, iterations=a.iterations, peak_memory_gib=a.mem_gib,
                          meta={"ncu_report": Path(a.report).name})
@@ -34,9 +65,11 @@ def cmd_show(a) -> int:
 
 
 def cmd_retime(a) -> int:
+    from ..io import check_output
     from ..profile import JobProfile
     from . import log_of
 
+    check_output(a.output)
     p = JobProfile.from_json(a.profile)
     try:
         r = p.retimed(a.iter_ms)
@@ -49,13 +82,19 @@ def cmd_retime(a) -> int:
 
 
 def cmd_overlap(a) -> int:
+    from ..io import check_output
     from ..measurement.profiling.timeline import overlap_of
     from ..profile import JobProfile
     from . import log_of
 
+    check_output(a.output, a.timeline)
     p = JobProfile.from_json(a.profile)
     overlap = overlap_of(a.timeline)
-    replace(p, stream_overlap=overlap).to_json(a.output)
+    try:
+        new = replace(p, stream_overlap=overlap)
+    except ValueError as e:
+        raise InputError(a.timeline, f"gives a stream overlap the profile cannot hold ({e})") from None
+    new.to_json(a.output)
     log_of(a)(f"wrote {a.output}: {p.name} stream overlap {overlap:.3f} (kernel time / time a kernel runs, from {a.timeline})")
     return 0
 
@@ -78,14 +117,17 @@ def _target_command(a) -> tuple[list[str], str]:
         raise ColopredError("no command to profile: give --zoo JOB or `-- COMMAND ...`")
     if not a.name:
         raise ColopredError("--name is required when profiling a command")
+    check_name(a.name)
     return cmd, a.name
 
 
 def cmd_run(a) -> int:
+    from ..io import check_output
     from ..measurement.profiling.runner import profile_command
     from . import log_of
 
     cmd, name = _target_command(a)
+    check_output(a.output)
     log = log_of(a)
     p = profile_command(cmd, name=name, iterations=a.iterations, warmup=a.warmup, replay_mode=a.replay_mode,
                         metric_set=a.metric_set, keep_csv=Path(a.keep_csv) if a.keep_csv else None, log=log)
@@ -95,10 +137,12 @@ def cmd_run(a) -> int:
 
 
 def cmd_nvml(a) -> int:
+    from ..io import check_output
     from ..measurement.profiling.runner import profile_command_gpm
     from . import log_of
 
     cmd, name = _target_command(a)
+    check_output(a.output)
     p = profile_command_gpm(cmd, name=name, warmup=a.warmup, timing_iters=a.timing_iters, interval_s=a.interval)
     p.to_json(a.output)
     log_of(a)(f"wrote {a.output}")

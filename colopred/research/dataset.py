@@ -58,10 +58,14 @@ def load_profiles_dir(path: Path) -> dict[str, JobProfile]:
     files = sorted(path.glob("*.json"))
     if not files:
         raise InputError(path, "no profile JSON files")
-    out = {}
+    out: dict[str, JobProfile] = {}
+    where: dict[str, Path] = {}
     for f in files:
         p = JobProfile.from_json(f)
+        if p.name in out:
+            raise InputError(f, f"profile of job {p.name!r}, which {where[p.name].name} also profiles: keep one")
         out[p.name] = p
+        where[p.name] = f
     return out
 
 
@@ -73,6 +77,14 @@ def hash_files(files: list[Path]) -> str:
     return h.hexdigest()[:16]
 
 
+def _retimed(p: JobProfile, solo_ms: float) -> JobProfile:
+    try:
+        return p.retimed(solo_ms)
+    except ValueError as e:
+        raise InputError(None, f"profile of {p.name} cannot be re-timed to its measured solo time {solo_ms:g} ms ({e}): "
+                               "is the profile of the job measured?") from None
+
+
 def feature_rows(slow: pd.DataFrame, profiles: dict[str, JobProfile], retime: bool = True) -> pd.DataFrame:
     """``slow`` (a ``reader.slowdown_table``: one row per (window, job)) joined with the FEATURES of
     each row and its ``arch`` and ``set_archs`` (the architectures of its set). With ``retime``, every member of a window is described by its
@@ -81,7 +93,7 @@ def feature_rows(slow: pd.DataFrame, profiles: dict[str, JobProfile], retime: bo
     # One profile per (job, solo time): re-timed to the window's baseline, or the profile as it is.
     keys = list(zip(slow["job"], slow["solo_ms"] if retime else [None] * len(slow)))
     index = {key: i for i, key in enumerate(dict.fromkeys(keys))}
-    P = profile_matrix([profiles[j] if t is None else profiles[j].retimed(t) for j, t in index])
+    P = profile_matrix([profiles[j] if t is None else _retimed(profiles[j], t) for j, t in index])
     row_profile = np.array([index[key] for key in keys])
     groups = slow.groupby("window_id", sort=False)
     k = int(groups["job"].size().max())

@@ -22,6 +22,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
 from ..runtime import outcome
 from ..runtime.baseline import load_kind
 from ..runtime.estimator import SlowdownModel
@@ -120,6 +121,8 @@ def out_of_sample(df: pd.DataFrame, kind: str, params: dict | None = None) -> np
     s = df["slowdown"].to_numpy()
     pred = np.full(len(df), np.nan)
     for _, tr, te in splits(df, kind):
+        if len(tr) == 0 or len(te) == 0:
+            continue
         pred[te] = SlowdownModel(mode=mode, params=params, interval=False, calibrate=False).fit(X[tr], s[tr]).predict(X[te])
     return pred
 
@@ -145,6 +148,8 @@ def evaluate_mode(df: pd.DataFrame, params: dict | None = None, log: Callable[[s
         iv_all = np.full((len(df), 2), np.nan)
         covered = np.zeros(len(df), bool)
         for _, tr, te in splits(df, kind):
+            if len(tr) == 0 or len(te) == 0:  # a split that leaves nothing to train on or test (a tiny dataset)
+                continue
             m = SlowdownModel(mode=mode, params=params).fit(X[tr], s[tr], groups=df["arch"].to_numpy()[tr])
             for name, p in (("colopred (XGBoost)", m.predict(X[te])), ("linear (ridge)", LinearBaseline().fit(X[tr], s[tr]).predict(X[te])),
                             ("contention baseline (fitted)", ContentionBaseline(load_kind(mode)).fit(X[tr], s[tr]).predict(X[te]))):
@@ -201,7 +206,9 @@ def evaluate(ds: Dataset, out_dir: str | Path | None = None, modes=("timeslice",
         tables.append(t.assign(mode=mode))
         preds.append(p.assign(mode=mode))
         models[mode] = SlowdownModel(mode=mode, calibrate=False).fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy())
-    table = pd.concat(tables, ignore_index=True)
+    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+    if table.empty:
+        raise InputError(None, f"too few measurements to cross-validate {', '.join(modes)}: every split leaves nothing to train on")
     if out_dir is not None:
         from .placement_study import placement_table
         from .report import write_report

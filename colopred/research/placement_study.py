@@ -134,11 +134,21 @@ def find_scenario(ds: Dataset, mode: str) -> list[str] | None:
     return found[0] if found else None
 
 
+MIN_TRAINING_SETS = 10
+"""A scenario is studied only where at least this many measured sets lie outside it to fit the model on (a
+dataset of one small campaign may have none)."""
+
+
 def placement_table(ds: Dataset, modes=("timeslice", "mps"), limit: int = 4) -> pd.DataFrame:
     """``compare_placements`` on each of each mode's :func:`find_scenarios` groups (empty if none)."""
     out = []
     for mode in modes:
-        for i, jobs in enumerate(find_scenarios(ds, mode, limit=limit), start=1):
+        df = ds.for_mode(mode)
+        scenarios = [jobs for jobs in find_scenarios(ds, mode, limit=limit)
+                     # a model is fitted on the sets not made only of the scenario's jobs: there must be some
+                     if df.loc[~df["set"].map(lambda s, js=set(jobs): set(s.split("+")) <= js), "window_id"].nunique()
+                     >= MIN_TRAINING_SETS]
+        for i, jobs in enumerate(scenarios, start=1):
             t = compare_placements(ds, mode, jobs)
             t["scenario_id"] = i
             t["scenario"] = f"{len(jobs)} jobs on {len(jobs) // 2} GPUs: {', '.join(jobs)}"

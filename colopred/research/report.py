@@ -8,9 +8,16 @@ import numpy as np
 import pandas as pd
 
 from ..constants import SHARE_EPS_US
+from ..io import atomic_file, write_csv_atomic, write_text_atomic
 from .dataset import Dataset
 
 COLS = ["slowdown_mape_pct", "delta_mae", "pays_off_agreement_pct", "partner_rank_corr", "interval_coverage_pct", "n_sets"]
+
+
+def save_figure(fig, path: Path) -> None:
+    """``fig`` as a PNG at ``path``, atomically."""
+    with atomic_file(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=110)
 
 
 def md_table(df: pd.DataFrame) -> str:
@@ -58,7 +65,7 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         ax.set(xlabel="measured slowdown", ylabel="predicted slowdown", title=f"{mode}: leave-architecture-out", xlim=lim, ylim=lim)
         ax.legend()
     fig.tight_layout()
-    fig.savefig(out / "pred_vs_measured.png", dpi=110)
+    save_figure(fig, out / "pred_vs_measured.png")
     figs.append("pred_vs_measured.png")
     plt.close(fig)
     # Error by set size and mode, per split.
@@ -68,7 +75,7 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
     g.plot.bar(ax=ax, rot=0)
     ax.set(ylabel="MAPE of slowdown (%)", title="colopred error by split, mode and set size")
     fig.tight_layout()
-    fig.savefig(out / "error_by_size.png", dpi=110)
+    save_figure(fig, out / "error_by_size.png")
     figs.append("error_by_size.png")
     plt.close(fig)
     # Feature importance.
@@ -78,7 +85,7 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         ax.barh(imp.index, imp.values)
         ax.set(title=f"{mode}: feature importance (gain)")
     fig.tight_layout()
-    fig.savefig(out / "feature_importance.png", dpi=110)
+    save_figure(fig, out / "feature_importance.png")
     figs.append("feature_importance.png")
     plt.close(fig)
 
@@ -128,10 +135,10 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
             ax.set(ylabel="measured throughput per GPU", title=mode, ylim=(0.9, 1.1 * float((t["best"] / t["n_gpus"]).max())))
             ax.legend(fontsize=7, loc="upper center", ncol=4)
         fig.tight_layout()
-        fig.savefig(out / "placement.png", dpi=110)
+        save_figure(fig, out / "placement.png")
         plt.close(fig)
         figs.append("placement.png")
-        placement.drop(columns=["colopred_placement"]).to_csv(out / "placement.csv", index=False)
+        write_csv_atomic(placement.drop(columns=["colopred_placement"]), out / "placement.csv", index=False)
     if sensitivity is not None and not sensitivity.empty:
         lines += ["## Solo time of the profiles", "",
                   "colopred (MAPE of per-job slowdown) with each job described by its profile re-timed to its solo baseline "
@@ -141,9 +148,9 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
                   "`colopred profile retime P.json --iter-ms MS`. `scripts/retime_check.py` also re-times to the job's "
                   "*other* solo windows on the same machine (timed at another moment).", "",
                   md_table(sensitivity), ""]
-        sensitivity.to_csv(out / "solo_time.csv", index=False)
+        write_csv_atomic(sensitivity, out / "solo_time.csv", index=False)
     lines += [f"![{f}]({f})" for f in figs]
     path = out / "report.md"
-    path.write_text("\n".join(lines) + "\n")
-    table.to_csv(out / "metrics.csv", index=False)
+    write_text_atomic(path, "\n".join(lines) + "\n")
+    write_csv_atomic(table, out / "metrics.csv", index=False)
     return path

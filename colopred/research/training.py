@@ -5,12 +5,32 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
+import numpy as np
+
 from ..constants import MODES
+from ..profile import JobProfile
 from ..runtime.estimator import SlowdownModel
-from ..runtime.features import FEATURES
+from ..runtime.features import BASE, FEATURES, profile_matrix
 from ..runtime.predictor import Predictor
 from .dataset import load_dataset
 from .evaluation import evaluate_mode
+
+
+def experience(rows, profiles: Sequence[JobProfile] = ()) -> dict:
+    """What a model trained on feature ``rows`` has seen, for the manifest: ``max_set_size`` (the largest set)
+    and ``feature_ranges`` ({feature: [min, max]} over the rows, missing values left out; a job's own features
+    ``t_*`` also over the training jobs' ``profiles`` as they are, since the rows hold them re-timed). The
+    predictor warns where a prediction leaves them (:mod:`colopred.runtime.checks`)."""
+    ranges = {}
+    own = profile_matrix(list(profiles))
+    for f in FEATURES:
+        v = rows[f].to_numpy(dtype=float)
+        if f.startswith("t_") and len(own):
+            v = np.concatenate([v, own[:, BASE.index(f[2:])]])
+        v = v[np.isfinite(v)]
+        if len(v):
+            ranges[f] = [float(v.min()), float(v.max())]
+    return {"max_set_size": int(rows["n_jobs"].max()), "feature_ranges": ranges}
 
 
 def train(data_dir: str | Path, out: str | Path, modes: Sequence[str] = MODES, with_metrics: bool = True,
@@ -42,7 +62,7 @@ def train(data_dir: str | Path, out: str | Path, modes: Sequence[str] = MODES, w
                       n_sets=int(df["window_id"].nunique()), n_rows=len(df), jobs=sorted(df["job"].unique()),
                       inputs=("profiles re-timed to each window's solo baseline (JobProfile.retimed): re-time a profile to the "
                               "job's solo iteration time on the target machine" if ds.retimed else "profiles as they are"),
-                      metrics=metrics)
+                      metrics=metrics, **experience(df, [ds.profiles[j] for j in sorted(df["job"].unique())]))
         log(f"{mode}: wrote {path}")
         written.append(path)
     return written

@@ -47,6 +47,14 @@ def _booster(reg, n_rows: int):
     return b
 
 
+_N_JOBS = FEATURES.index("n_jobs")
+
+
+def _alone(X: np.ndarray) -> np.ndarray:
+    """Rows of a job that runs alone (a set of one): its slowdown is 1 by definition, not a model's estimate."""
+    return X[:, _N_JOBS] <= 1
+
+
 def _rows(X) -> np.ndarray:
     """FEATURES rows as a float array (a DataFrame is taken by column name)."""
     if isinstance(X, pd.DataFrame):
@@ -192,10 +200,11 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         return base * np.exp(_booster(self.point_, len(Xm)).inplace_predict(Xm))
 
     def predict(self, X) -> np.ndarray:
-        """Slowdown (> 0) of each row."""
+        """Slowdown (> 0) of each row; exactly 1 for a row of a job alone (``n_jobs`` 1: nothing shares its GPU)."""
         self._check_fitted()
         X = _rows(X)
-        return self._point(self._tree_rows(X), baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_)))
+        p = self._point(self._tree_rows(X), baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_)))
+        return np.where(_alone(X), 1.0, p)
 
     def predict_interval(self, X) -> np.ndarray:
         """(lo, hi) slowdown of each row; always contains the point prediction."""
@@ -212,7 +221,9 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         p = self._point(Xm, base)
         q = np.exp(np.asarray(_booster(self.interval_, len(X)).inplace_predict(Xm)).reshape(len(X), -1)) * base[:, None]
         w = np.exp(self.conformal_log_width_)
-        return p, np.column_stack([np.minimum(q[:, 0], p / w), np.maximum(q[:, -1], p * w)])
+        iv = np.column_stack([np.minimum(q[:, 0], p / w), np.maximum(q[:, -1], p * w)])
+        alone = _alone(X)
+        return np.where(alone, 1.0, p), np.where(alone[:, None], 1.0, iv)
 
     def feature_importance(self) -> pd.Series:
         """Gain of each tree feature in the point model, largest first."""

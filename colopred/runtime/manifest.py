@@ -16,14 +16,18 @@ import hashlib
 import json
 import math
 import os
+import shutil
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..constants import INTERVAL_COVERAGE, INTERVAL_QUANTILES, MODES
+from ..constants import INTERVAL_COVERAGE, INTERVAL_QUANTILES
 from ..errors import InputError, SchemaError
+from ..io import fsync_file, stage_file, write_text_atomic
+from ..schema import loads
+from ..schema import problems as schema_problems
 from .baseline import BASELINE_TERMS, load_kind
 from .estimator import SlowdownModel
 from .features import FEATURES, MONOTONE_INCREASING, model_features
@@ -62,51 +66,69 @@ def strict_json(obj: Any) -> Any:
     return obj
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder, fsync, rename."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def save_model(path: str | os.PathLike, model: SlowdownModel, mode: str, **extra: Any) -> Path:
+def save_model(path: str | os.PathLike, model: SlowdownModel, mode: str, /, **extra: Any) -> Path:
     """Write a fitted ``model`` as ``STEM.json`` + ``STEM.point.ubj`` + ``STEM.interval.ubj`` (``path`` is the
-    manifest, ``.json`` added if missing). The model files are written under temporary names first and
-    renamed together with the manifest, the manifest last."""
+    manifest, ``.json`` added if missing), replacing an existing model's three files together or not at all:
+    a reader (or a run killed at any moment) sees either the old model or the new one, both complete.
+
+    The model files are written and fsynced under temporary names; a first manifest naming those temporary
+    files replaces the old manifest (the commit: from here on the new model loads); links of the temporary
+    files are renamed over the final names; the final manifest replaces the first; the temporary files go.
+    A failure before the commit removes what was staged and leaves the old model as it was."""
     path = Path(path)
     stem = path.name[:-5] if path.name.endswith(".json") else path.name
     folder = path.parent
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(folder, f"cannot create the output folder ({e.strerror or e.__class__.__name__})") from None
+    man_path = folder / f"{stem}.json"
+    if man_path.is_dir():
+        raise InputError(man_path, "is a directory; give the model's file stem")
     parts = {"point": model.point_, "interval": model.interval_}
     if parts["interval"] is None:
         raise ValueError("the model has no interval model (fitted with interval=False): it cannot be saved")
-    files, staged = {}, []
-    for part, reg in parts.items():
-        final = folder / f"{stem}.{part}.ubj"
-        tmp = folder / f".{stem}.{part}.tmp.ubj"
-        reg.save_model(str(tmp))
-        staged.append((tmp, final))
-        files[part] = {"path": final.name, "sha256": sha256(tmp)}
-    man = {"schema": MANIFEST_SCHEMA, "schema_version": MANIFEST_VERSION, "mode": mode,
-           "features": list(FEATURES), "model_features": list(model.features_),
-           "monotone_increasing": list(MONOTONE_INCREASING), "params": model.tree_params_,
-           "monotone": model.monotone,
-           "baseline_coefs": {k: float(v) for k, v in zip(BASELINE_TERMS, model.baseline_coefs_)},
-           "contention_load": model.load_,
-           "target": "log(slowdown) - log(1 + " + " + ".join(f"baseline_coefs[{k}] * {k}" for k in BASELINE_TERMS) + ")",
-           "interval_quantiles": list(INTERVAL_QUANTILES), "interval_coverage": INTERVAL_COVERAGE,
-           "conformal_log_width": model.conformal_log_width_, "files": files}
-    man.update({k: v for k, v in extra.items() if k not in man})  # provenance and metrics; never the model's own fields
-    text = json.dumps(strict_json(man), indent=1, allow_nan=False, default=str) + "\n"
-    man_path = folder / f"{stem}.json"
-    man_tmp = folder / f".{stem}.json.tmp"
-    man_tmp.write_text(text)
-    for tmp, final in staged:
-        os.replace(tmp, final)
-    os.replace(man_tmp, man_path)
+    staged: dict[str, Path] = {}
+    try:
+        for part, reg in parts.items():
+            tmp = staged[part] = stage_file(folder / f"{stem}.{part}.ubj")
+            reg.save_model(str(tmp))
+            fsync_file(tmp)
+            os.chmod(tmp, 0o644)
+        sums = {part: sha256(tmp) for part, tmp in staged.items()}
+        man = {"schema": MANIFEST_SCHEMA, "schema_version": MANIFEST_VERSION, "mode": mode,
+               "features": list(FEATURES), "model_features": list(model.features_),
+               "monotone_increasing": list(MONOTONE_INCREASING), "params": model.tree_params_,
+               "monotone": model.monotone,
+               "baseline_coefs": {k: float(v) for k, v in zip(BASELINE_TERMS, model.baseline_coefs_)},
+               "contention_load": model.load_,
+               "target": "log(slowdown) - log(1 + " + " + ".join(f"baseline_coefs[{k}] * {k}" for k in BASELINE_TERMS) + ")",
+               "interval_quantiles": list(INTERVAL_QUANTILES), "interval_coverage": INTERVAL_COVERAGE,
+               "conformal_log_width": model.conformal_log_width_, "files": {}}
+        man.update({k: v for k, v in extra.items() if k not in man})  # provenance and metrics; never the model's own fields
+
+        def text(names: dict[str, str]) -> str:
+            files = {part: {"path": names[part], "sha256": sums[part]} for part in staged}
+            return json.dumps(strict_json({**man, "files": files}), indent=1, allow_nan=False, default=str) + "\n"
+
+        write_text_atomic(man_path, text({part: tmp.name for part, tmp in staged.items()}))  # the commit
+    except BaseException:
+        for tmp in staged.values():
+            tmp.unlink(missing_ok=True)
+        raise
+    finals = {part: f"{stem}.{part}.ubj" for part in staged}
+    for part, tmp in staged.items():
+        link = stage_file(folder / finals[part])
+        link.unlink()
+        try:
+            os.link(tmp, link)
+        except OSError:  # a file system without hard links
+            shutil.copyfile(tmp, link)
+            fsync_file(link)
+        os.replace(link, folder / finals[part])
+    write_text_atomic(man_path, text(finals))
+    for tmp in staged.values():
+        tmp.unlink(missing_ok=True)
     return man_path
 
 
@@ -121,46 +143,57 @@ def _model_file(manifest_path: Path, entry: Any, part: str) -> Path:
 
 
 def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
-    """A model manifest, checked against this colopred's schema and features (the model files are not read)."""
+    """A model manifest, checked against the shipped schema (``colopred/schemas/model_manifest.schema.json``:
+    types, ranges, finite values, file names in the manifest's own folder) and against this colopred's features
+    (the model files are not read)."""
     path = Path(path)
     if path.is_dir():
         raise InputError(path, "is a directory; give the model's manifest (.json)")
     try:
-        man = json.loads(path.read_text())
+        man = loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(path, "no such file") from None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise SchemaError(path, "not a colopred model manifest (not JSON)") from None
+    except UnicodeDecodeError:
+        raise SchemaError(path, "not a colopred model manifest (not JSON: not UTF-8 text)") from None
+    except ValueError as e:
+        raise SchemaError(path, f"not a colopred model manifest (not JSON: {str(e)[:80]})") from None
+    except OSError as e:
+        raise InputError(path, f"cannot read ({e.strerror or e.__class__.__name__})") from None
     if not isinstance(man, dict) or man.get("schema") != MANIFEST_SCHEMA:
         raise SchemaError(path, "not a colopred model manifest")
     if man.get("schema_version") != MANIFEST_VERSION:
-        raise SchemaError(path, f"model schema version {man.get('schema_version')!r} is not supported (expected {MANIFEST_VERSION})")
-    mode = man.get("mode")
-    if mode not in MODES:
-        raise SchemaError(path, f"manifest's mode must be one of {', '.join(MODES)}, not {mode!r}")
-    if man.get("features") != list(FEATURES) or man.get("model_features") != list(model_features(mode)):
+        raise SchemaError(path, f"model schema version {repr(man.get('schema_version'))[:20]} is not supported (expected {MANIFEST_VERSION})")
+    problems = schema_problems(man, "model_manifest")
+    if problems:
+        raise SchemaError(path, f"invalid manifest: {problems[0]}")
+    mode = man["mode"]
+    if man["features"] != list(FEATURES) or man["model_features"] != list(model_features(mode)):
         raise SchemaError(path, "model was trained on a different feature schema than this colopred computes")
-    if man.get("contention_load") != load_kind(mode):
-        raise SchemaError(path, f"manifest's contention_load {man.get('contention_load')!r} is not the {mode} mode's ({load_kind(mode)!r})")
-    coefs = man.get("baseline_coefs")
-    if not isinstance(coefs, dict) or set(coefs) != set(BASELINE_TERMS):
-        raise SchemaError(path, f"manifest's baseline_coefs must name {', '.join(BASELINE_TERMS)}")
-    bad = [k for k, v in coefs.items() if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v) or v < 0]
+    if man["contention_load"] != load_kind(mode):
+        raise SchemaError(path, f"manifest's contention_load {man['contention_load']!r} is not the {mode} mode's ({load_kind(mode)!r})")
+    ranges = man.get("feature_ranges", {})
+    bad = [k for k, v in ranges.items() if k not in FEATURES or v[0] > v[1]]
     if bad:
-        raise SchemaError(path, f"manifest's baseline_coefs {', '.join(sorted(bad))} must be non-negative numbers")
-    width = man.get("conformal_log_width", 0.0)
-    if not isinstance(width, (int, float)) or isinstance(width, bool) or not np.isfinite(width) or width < 0:
-        raise SchemaError(path, "manifest's conformal_log_width must be a non-negative number")
-    if not isinstance(man.get("params", {}), dict):
-        raise SchemaError(path, "manifest's params must be an object")
-    files = man.get("files")
-    if not isinstance(files, dict):
-        raise SchemaError(path, "manifest lists no model files")
+        raise SchemaError(path, f"manifest's feature_ranges.{bad[0]} must name a feature and give [min, max]")
     for part in MODEL_PARTS:
-        if not files.get(part):
-            raise SchemaError(path, f"manifest lists no {part} model file")
-        _model_file(path, files[part], part)
+        _model_file(path, man["files"][part], part)
     return man
+
+
+def _check_trees(f: Path, reg: Any, part: str, n_features: int) -> None:
+    """The XGBoost model read from ``f`` is one the manifest describes: as many input features as its
+    ``model_features`` (trees of the other mode have another number), and the point model a mean regression,
+    the interval model a quantile one."""
+    booster = reg.get_booster()
+    if booster.num_features() != n_features:
+        raise InputError(f, f"the {part} model takes {booster.num_features()} features, the manifest's model_features "
+                            f"name {n_features} (a model of the other mode?)")
+    try:
+        objective = json.loads(booster.save_config())["learner"]["objective"]["name"]
+    except (ValueError, KeyError, TypeError):
+        raise InputError(f, f"the {part} model holds no readable training objective") from None
+    if (objective == "reg:quantileerror") != (part == "interval"):
+        raise InputError(f, f"the {part} model was trained with objective {objective!r}: the point and interval files are swapped?")
 
 
 def load_model(path: str | os.PathLike) -> tuple[SlowdownModel, dict[str, Any]]:
@@ -184,7 +217,9 @@ def load_model(path: str | os.PathLike) -> tuple[SlowdownModel, dict[str, Any]]:
         reg = xgb.XGBRegressor()
         try:
             reg.load_model(str(f))
-        except xgb.core.XGBoostError as e:
-            raise InputError(f, f"not a valid XGBoost model ({str(e).splitlines()[0][:120]})") from None
+        except (xgb.core.XGBoostError, ValueError, TypeError, KeyError, OSError):
+            raise InputError(f, "not a valid XGBoost model file (XGBoost cannot read it), though its checksum matches the "
+                                "manifest: retrain or restore the model") from None
+        _check_trees(f, reg, part, len(man["model_features"]))
         setattr(model, f"{part}_", reg)
     return model, man

@@ -25,6 +25,7 @@ from ..constants import MODES
 from ..errors import InputError
 from ..profile import JobProfile
 from . import outcome
+from .checks import check_pack, check_predict, check_predict_many, check_rank_partners
 from .estimator import SlowdownModel
 from .features import feature_matrix, profile_matrix
 from .manifest import default_model_path, load_model, save_model
@@ -167,6 +168,7 @@ class Predictor:
 
     def predict(self, profiles: Sequence[JobProfile]) -> Prediction:
         """Slowdown of each job when ``profiles`` run together."""
+        profiles = check_predict(self, profiles)
         if len(profiles) < 2:
             raise ValueError("a collocation needs at least two jobs")
         self._check_gpu(profiles)
@@ -186,6 +188,7 @@ class Predictor:
         """Vectorised prediction of many sets: a tidy DataFrame with one row per job of each set, in the order
         given (columns ``PREDICT_MANY_COLUMNS``; ``delta``, ``throughput``, ``memory_gib`` and ``fits_memory``
         are the set's, repeated on each of its rows). Point predictions only (no interval)."""
+        sets = check_predict_many(self, sets)
         profiles, idx = index_sets(sets)
         self._check_wait(profiles)
         return self.predict_index(profiles, idx)
@@ -249,6 +252,7 @@ class Predictor:
     def rank_partners(self, job: JobProfile, candidates: Sequence[JobProfile], k: int | None = None) -> pd.DataFrame:
         """Candidates ranked by the predicted normalised throughput of the pair, best first: one row per
         partner with ``partner``, ``job_slowdown``, ``partner_slowdown``, ``delta``, ``throughput``, ``fits_memory``."""
+        check_rank_partners(self, job, candidates, k)
         profiles = [job, *candidates]
         n = len(candidates)
         idx = np.column_stack([np.zeros(n, dtype=np.int64), np.arange(1, n + 1)])
@@ -271,7 +275,12 @@ class Predictor:
         if gpus is None:
             if n_gpus is None:
                 raise ValueError("give n_gpus or gpus")
+            check_pack(self, jobs, n_gpus, max_per_gpu, max_slowdown)
             gpus = [Gpu(f"gpu{i}") for i in range(n_gpus)]
-        elif n_gpus is not None and n_gpus != len(gpus):
-            raise ValueError(f"n_gpus={n_gpus} but {len(gpus)} GPUs given")
+        else:
+            if n_gpus is not None and n_gpus != len(gpus):
+                raise ValueError(f"n_gpus={n_gpus} but {len(gpus)} GPUs given")
+            if not gpus:
+                raise ValueError("no GPU to place jobs on")
+            check_pack(self, jobs, len(gpus), max_per_gpu, max_slowdown)
         return place(self, jobs, gpus, max_per_gpu=max_per_gpu, max_slowdown=max_slowdown, solver=solver)

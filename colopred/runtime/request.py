@@ -27,7 +27,7 @@ TOP_LEVEL = {"schema", "schema_version", "mode", "model", "jobs", "n_gpus", "gpu
 
 def schema_path() -> Path:
     """The request's JSON Schema, shipped in the package."""
-    return Path(str(resources.files("colopred.runtime") / "schemas" / "placement_request.schema.json"))
+    return Path(str(resources.files("colopred") / "schemas" / "placement_request.schema.json"))
 
 
 @dataclass

@@ -6,7 +6,9 @@ real one); tests drive the same code with fake pools.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import statistics
 import sys
 import time
@@ -17,12 +19,19 @@ from typing import Any, Callable, Protocol
 
 from ...constants import CONTEXT_OVERHEAD_GIB
 from ...errors import ColopredError, InputError
+from ...io import write_text_atomic
 from ...runtime.outcome import fits_memory, memory_need_gib
 from .plan import CampaignConfig, WindowSpec, make_plan
 from .records import RECORD_SCHEMA, RecordWriter, iter_records, now_iso, provenance
 
 CONFIG_FILE = "campaign.json"
 RECORDS_FILE = "windows.jsonl"
+LOCK_FILE = ".campaign.lock"
+RETRIED_STATUSES = ("failed",)
+"""Window statuses ``--resume`` measures again: a worker that failed or died (its reason says which). An
+out-of-memory set (``oom``) would fail again; an ``infeasible`` one was never run."""
+MAX_WINDOW_ATTEMPTS = 3
+"""Most times one window is run: a window failed this often is left failed (it is the set, not bad luck)."""
 DEFAULT_ITER_MS = 200.0  # window sizing before a job's first solo window
 
 
@@ -96,14 +105,74 @@ def _fmt_s(s: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
+def plan_fingerprint(plan: list[WindowSpec]) -> str:
+    """SHA-256 (16 hex digits) of a plan's windows in order: recorded in campaign.json, checked on resume."""
+    text = "\n".join(f"{w.window_id} {w.mode} {w.kind} {'+'.join(w.jobs)} {w.repeat}" for w in plan)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def read_config(cfg_path: Path) -> tuple[CampaignConfig, str | None]:
+    """(settings, plan fingerprint or None) of a campaign.json; a damaged one is one clear error."""
+    try:
+        d = json.loads(cfg_path.read_text(encoding="utf-8"))
+        if not isinstance(d, dict):
+            raise TypeError("not a JSON object")
+        fingerprint = d.pop("plan_sha256", None)
+        return CampaignConfig.from_dict(d), fingerprint
+    except (OSError, UnicodeDecodeError, RecursionError) as e:
+        raise InputError(cfg_path, f"cannot read the campaign's settings ({e.__class__.__name__})") from None
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise InputError(cfg_path, f"not a valid campaign.json ({str(e).splitlines()[0][:100] if str(e) else e.__class__.__name__})") from None
+
+
+class CampaignLock:
+    """An exclusive ``flock`` on ``DIR/.campaign.lock`` while a campaign is written: a second writer (another
+    ``measure`` or ``measure --resume`` on the same folder) is refused at once instead of duplicating windows.
+    The lock goes with the process (closed file, or a killed process), so a stale lock file never blocks."""
+
+    def __init__(self, out_dir: Path):
+        self.path = Path(out_dir) / LOCK_FILE
+        self._f = None
+
+    def __enter__(self) -> "CampaignLock":
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(self.path, "a+")
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            holder = f.read().strip()[:80]
+            f.close()
+            raise InputError(self.path.parent, "another colopred measure is writing this campaign"
+                             + (f" ({holder})" if holder else "") + "; wait for it to end, or stop it, before resuming") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()} since {now_iso()}\n")
+        f.flush()
+        self._f = f
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._f is not None:
+            self._f.close()  # releases the flock
+            self._f = None
+
+
 class Campaign:
     """A campaign stored in ``out_dir``: ``campaign.json`` (settings) and ``windows.jsonl`` (records)."""
 
     def __init__(self, out_dir: str | Path, config: CampaignConfig | None = None, *, resume: bool = False):
         self.out_dir = Path(out_dir)
+        if self.out_dir.exists() and not self.out_dir.is_dir():
+            raise InputError(self.out_dir, "is a file; --out names the campaign's folder")
         cfg_path = self.out_dir / CONFIG_FILE
+        fingerprint = None
+        if cfg_path.is_dir():
+            raise InputError(cfg_path, "is a directory, not a campaign's settings")
         if cfg_path.exists():
-            stored = CampaignConfig.from_dict(json.loads(cfg_path.read_text()))
+            stored, fingerprint = read_config(cfg_path)
             if not resume:
                 raise InputError(cfg_path, "a campaign already exists here; add --resume to continue it, or pick a new --out")
             if config is not None and config != stored:
@@ -116,12 +185,35 @@ class Campaign:
         self.config = config
         self.plan = make_plan(config)
         self.records_path = self.out_dir / RECORDS_FILE
+        if fingerprint is not None and fingerprint != plan_fingerprint(self.plan):
+            raise InputError(cfg_path, "the plan rebuilt from these settings is not the one recorded (made by another colopred "
+                                       "version?): finish the campaign with that version, or start a new --out")
         self.run_id: str | None = None  # set by run(): one per invocation
 
-    def done_ids(self) -> set[str]:
+    def attempts(self) -> dict[str, list[str]]:
+        """Statuses recorded for each window, in order, after checking that every record belongs to the plan:
+        a record whose window the rebuilt plan lacks, or whose jobs, mode or kind differ from its window's,
+        means the plan is not the one recorded, and is refused naming the file and line."""
+        out: dict[str, list[str]] = {}
         if not self.records_path.exists():
-            return set()
-        return {r["window_id"] for r in iter_records(self.records_path)}
+            return out
+        plan = {w.window_id: w for w in self.plan}
+        for n, r in enumerate(iter_records(self.records_path), 1):
+            wid = r.get("window_id")
+            w = plan.get(wid)
+            if w is None:
+                raise InputError(self.records_path, f"record {n} is of window {str(wid)[:40]!r}, which the plan rebuilt from "
+                                                    f"{CONFIG_FILE} does not hold: not this campaign's records")
+            if list(r.get("jobs") or []) != list(w.jobs) or r.get("mode") != w.mode or r.get("kind") != w.kind:
+                raise InputError(self.records_path, f"record {n} (window {wid}) does not match the plan rebuilt from {CONFIG_FILE} "
+                                                    f"({w.kind} {'+'.join(w.jobs)} in {w.mode})")
+            out.setdefault(wid, []).append(str(r.get("status")))
+        return out
+
+    def done_ids(self) -> set[str]:
+        """Windows that need no more runs: recorded with a final status, or failed ``MAX_WINDOW_ATTEMPTS`` times."""
+        return {wid for wid, st in self.attempts().items()
+                if st[-1] not in RETRIED_STATUSES or len(st) >= MAX_WINDOW_ATTEMPTS}
 
     def _solo_state(self) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float]]:
         """Latest solo iteration ms and peak memory per (mode, job) from the records."""
@@ -148,11 +240,15 @@ class Campaign:
         return min(warmup + body, cfg.max_window_s), warmup
 
     def run(self, pool_factory: PoolFactory, *, progress: Progress | None = None, log: Callable[[str], None] = lambda s: None) -> int:
-        """Run every window not yet recorded. Returns the number of windows run now."""
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        """Run every window not yet recorded, and again (up to ``MAX_WINDOW_ATTEMPTS`` runs) each window whose
+        worker failed or died. Holds the campaign's lock throughout. Returns the number of windows run now."""
+        with CampaignLock(self.out_dir):
+            return self._run(pool_factory, progress, log)
+
+    def _run(self, pool_factory: PoolFactory, progress: Progress | None, log: Callable[[str], None]) -> int:
         cfg_path = self.out_dir / CONFIG_FILE
         if not cfg_path.exists():
-            self.config.save(cfg_path)
+            write_text_atomic(cfg_path, json.dumps({**self.config.to_dict(), "plan_sha256": plan_fingerprint(self.plan)}, indent=1) + "\n")
         done = self.done_ids()
         pending = [w for w in self.plan if w.window_id not in done]
         if progress is not None:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ...constants import MODES
 from ...errors import InputError
+from ...io import write_text_atomic
 
 
 @dataclass(frozen=True)
@@ -75,9 +75,7 @@ class CampaignConfig:
         return cls(**d)
 
     def save(self, path: Path) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps(self.to_dict(), indent=1) + "\n")
 
 
 def expand_sets(spec: str, jobs: list[str], *, max_sets: int | None = None, seed: int = 0) -> list[tuple[str, ...]]:

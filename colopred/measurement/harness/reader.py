@@ -18,6 +18,7 @@ The slowdown s_j = t'_j,S / t_j; δ and normalised throughput are :mod:`colopred
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from ...constants import SEGMENT_GAP_S
 from ...errors import InputError
 from ...runtime.outcome import delta as set_delta
 from ...runtime.outcome import normalised_throughput
-from .campaign import RECORDS_FILE
+from .campaign import RECORDS_FILE, RETRIED_STATUSES
 from .records import iter_records
 
 
@@ -55,45 +56,81 @@ def read_windows(paths) -> pd.DataFrame:
     campaign that repeats another's plan, such as h100-c5br, reuses its ids), and every table
     built from this one groups windows by ``window_id``. ``record_id`` is the record's own id."""
     rows = []
+    seen_campaigns: dict[str, Path] = {}
     for f in _record_files(paths):
         campaign = f.parent.name
+        if campaign in seen_campaigns:
+            raise InputError(f, f"campaign {campaign!r} is read twice (also {seen_campaigns[campaign]}): give each campaign once")
+        seen_campaigns[campaign] = f
+        first_of: dict[str, int] = {}  # window id -> its row (a window failed and run again by --resume: the last run counts)
         for seq, r in enumerate(iter_records(f)):
-            prov = r.get("provenance") or {}
-            rows.append(
-                {
-                    "campaign": campaign,
-                    "seq": seq,
-                    "window_id": f"{campaign}/{r['window_id']}",
-                    "record_id": r["window_id"],
-                    "mode": r["mode"],
-                    "kind": r["kind"],
-                    "jobs": tuple(r["jobs"]),
-                    "set": "+".join(sorted(r["jobs"])),
-                    "n_jobs": len(r["jobs"]),
-                    "repeat": r.get("repeat", 0),
-                    "status": r["status"],
-                    "reason": r.get("reason"),
-                    "results": r.get("results") or {},
-                    "gpm": r.get("gpm"),
-                    "window_s": r.get("window_s"),
-                    "wall_s": r.get("wall_s"),
-                    "started_at": r.get("started_at"),
-                    "gpu": prov.get("gpu"),
-                    "driver": prov.get("driver"),
-                    "torch": prov.get("torch"),
-                    "harness_version": prov.get("harness_version"),
-                    "host": prov.get("host"),
-                    "gpu_uuid": prov.get("gpu_uuid"),
-                    "park_idle": bool(r.get("park_idle", False)),
-                    "run_id": r.get("run_id"),
-                }
-            )
-    df = pd.DataFrame(rows)
+            try:
+                row = _window_row(r, campaign, seq)
+            except ValueError as e:
+                raise InputError(f, f"record {seq + 1}: {e}") from None
+            except (KeyError, TypeError, AttributeError) as e:
+                raise InputError(f, f"record {seq + 1} is not a window record (lacks or mistypes {e.args[0] if e.args else 'a field'!s:.40})") from None
+            at = first_of.get(row["record_id"])
+            if at is not None:
+                if rows[at]["status"] not in RETRIED_STATUSES:
+                    raise InputError(f, f"window {row['record_id']} is recorded twice (records {rows[at]['seq'] + 1} and {seq + 1}): "
+                                        "two writers on one campaign? Remove the duplicate line")
+                rows[at] = None  # superseded by its retry
+            first_of[row["record_id"]] = len(rows)
+            rows.append(row)
+    rows = [r for r in rows if r is not None]
+    df = pd.DataFrame(rows, columns=WINDOW_COLUMNS)
     df["segment"] = segments(df)
-    dup = df.duplicated("window_id")
-    if dup.any():
-        raise InputError(None, f"window {df.loc[dup, 'record_id'].iloc[0]} is recorded twice in campaign {df.loc[dup, 'campaign'].iloc[0]}")
     return df
+
+
+def _window_row(r: dict, campaign: str, seq: int) -> dict:
+    prov = r.get("provenance") or {}
+    if not isinstance(prov, dict) or not isinstance(r["jobs"], list) or not all(isinstance(j, str) for j in r["jobs"]):
+        raise TypeError("jobs")
+    for key in ("window_id", "mode", "kind", "status"):
+        if not isinstance(r[key], str):
+            raise TypeError(key)
+    if r.get("results") is not None and not isinstance(r["results"], dict):
+        raise TypeError("results")
+    if r["status"] == "ok":
+        for j in r["jobs"]:
+            res = (r.get("results") or {}).get(j)
+            t = res.get("mean_ms") if isinstance(res, dict) else None
+            if not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t) or t <= 0:
+                raise ValueError(f"window {r['window_id']} is ok but job {j}'s mean_ms is {str(t)[:20]} (must be a positive number of ms)")
+    return {
+        "campaign": campaign,
+        "seq": seq,
+        "window_id": f"{campaign}/{r['window_id']}",
+        "record_id": r["window_id"],
+        "mode": r["mode"],
+        "kind": r["kind"],
+        "jobs": tuple(r["jobs"]),
+        "set": "+".join(sorted(r["jobs"])),
+        "n_jobs": len(r["jobs"]),
+        "repeat": r.get("repeat", 0),
+        "status": r["status"],
+        "reason": r.get("reason"),
+        "results": r.get("results") or {},
+        "gpm": r.get("gpm"),
+        "window_s": r.get("window_s"),
+        "wall_s": r.get("wall_s"),
+        "started_at": r.get("started_at"),
+        "gpu": prov.get("gpu"),
+        "driver": prov.get("driver"),
+        "torch": prov.get("torch"),
+        "harness_version": prov.get("harness_version"),
+        "host": prov.get("host"),
+        "gpu_uuid": prov.get("gpu_uuid"),
+        "park_idle": bool(r.get("park_idle", False)),
+        "run_id": r.get("run_id"),
+    }
+
+
+WINDOW_COLUMNS = ["campaign", "seq", "window_id", "record_id", "mode", "kind", "jobs", "set", "n_jobs", "repeat", "status", "reason",
+                  "results", "gpm", "window_s", "wall_s", "started_at", "gpu", "driver", "torch", "harness_version", "host",
+                  "gpu_uuid", "park_idle", "run_id"]
 
 
 def segments(windows: pd.DataFrame) -> pd.Series:

@@ -90,8 +90,11 @@ def iter_records(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
     path = Path(path)
     if not path.exists():
         raise InputError(path, "no such file")
-    with path.open("r", encoding="utf-8") as f:
-        lines = f.readlines()
+    try:
+        with path.open("r", encoding="utf-8") as f:
+            lines = f.readlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(path, f"cannot read ({getattr(e, 'strerror', None) or e.__class__.__name__})") from None
     for n, line in enumerate(lines, 1):
         if not line.endswith("\n"):
             if n == len(lines):
@@ -102,6 +105,8 @@ def iter_records(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
             rec = json.loads(line)
         except json.JSONDecodeError as e:
             raise InputError(path, f"line {n} is not valid JSON ({e.msg})") from None
+        except RecursionError:
+            raise InputError(path, f"line {n} is not a window record (nested too deeply)") from None
         if not isinstance(rec, dict):
             raise InputError(path, f"line {n} is not a JSON object")
         yield rec

@@ -30,12 +30,15 @@ import csv
 import gzip
 import io
 import os
+import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ...constants import MAX_NCU_L2_HIT_RATE_PCT, NCU_PCT_TOLERANCE
 from ...errors import InputError
 
 # metric -> (column name in the kernel table, unit kind)
@@ -73,7 +76,7 @@ _TIME_UNITS_NS = {
     "ms": 1e6, "msecond": 1e6, "millisecond": 1e6,
     "s": 1e9, "second": 1e9,
 }
-_HEADER_PREFIX = '"ID","Process ID"'
+_HEADER_PREFIX = b'"ID","Process ID"'
 
 
 @dataclass(frozen=True)
@@ -90,30 +93,103 @@ class NcuReport:
         return float(self.kernels["duration_ns"].sum()) / 1e6
 
 
-def _open_text(path: Path) -> io.TextIOBase:
-    raw = path.open("rb")
-    magic = raw.read(2)
-    raw.seek(0)
-    if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.GzipFile(fileobj=raw), encoding="utf-8", errors="replace", newline="")
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
+def _read_bytes(path: Path) -> bytes:
+    """The whole report (gzip or plain); a truncated or corrupt gzip file is one clear error."""
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise InputError(path, f"cannot read ({e.strerror or e.__class__.__name__})") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as e:
+            raise InputError(path, f"truncated or corrupt gzip file ({str(e).splitlines()[0][:80]})") from None
+    return raw
 
 
-def _locate_header(path: Path) -> tuple[int, str, str]:
-    """(line number of the header row, header line, units line), skipping the preamble."""
-    with _open_text(path) as f:
-        for n, line in enumerate(f):
-            if line.startswith(_HEADER_PREFIX):
-                return n, line, f.readline()
-    raise InputError(
-        path,
-        "no ncu CSV header found (expected a row starting with \"ID\",\"Process ID\"; "
-        "was the report written with `ncu --csv --page raw`?)",
-    )
+def _locate_header(path: Path, data: bytes) -> tuple[int, int]:
+    """(line number of the header row, offset in ``data`` where the header row starts), skipping the preamble."""
+    if data.startswith(_HEADER_PREFIX):
+        return 0, 0
+    at = data.find(b"\n" + _HEADER_PREFIX)
+    if at < 0:
+        raise InputError(
+            path,
+            "no ncu CSV header found (expected a row starting with \"ID\",\"Process ID\"; "
+            "was the report written with `ncu --csv --page raw`?)",
+        )
+    return data.count(b"\n", 0, at + 1), at + 1
 
 
-def _parse_row(line: str) -> list[str]:
-    return next(csv.reader([line]))
+def _parse_row(path: Path, line: bytes, what: str) -> list[str]:
+    try:
+        return next(csv.reader([line.decode("utf-8", errors="replace")]))
+    except (csv.Error, StopIteration) as e:
+        raise InputError(path, f"{what} is not valid CSV ({str(e)[:80]})") from None
+
+
+def _split_line(data: bytes, start: int) -> tuple[bytes, int]:
+    """(the line starting at ``start`` without its end of line, offset of the next line)."""
+    end = data.find(b"\n", start)
+    if end < 0:
+        return data[start:].rstrip(b"\r"), len(data)
+    return data[start:end].rstrip(b"\r"), end + 1
+
+
+def _check_rows(path: Path, body: bytes, header: list[str], first_line: int) -> bytes:
+    """``body`` (the lines after the units row) with ncu's own trailing lines (``==PROF==`` ...) removed,
+    after checking that every data row has the header's number of cells: a row cut short, or cut short and
+    merged with the next, would otherwise be read from the wrong columns. ncu quotes every cell, so a row
+    of N cells has 2N quotes and N-1 ``","`` separators; a row that does not is parsed exactly with csv."""
+    n = len(header)
+    n_quotes, n_seps = 2 * n, n - 1
+    lines = body.split(b"\n")
+    dropped = False
+    for i, line in enumerate(lines):
+        if line.count(b'","') == n_seps and line.count(b'"') == n_quotes and line[:1] == b'"' and line.rstrip(b"\r")[-1:] == b'"':
+            continue
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith(b"=="):  # ncu's own messages after the table
+            lines[i] = b""
+            dropped = True
+            continue
+        where = first_line + i + 1
+        text = line.decode("utf-8", errors="replace")
+        try:
+            cells = next(csv.reader([text]))
+        except csv.Error as e:
+            raise InputError(path, f"malformed line {where} ({str(e)[:80]})") from None
+        kid = cells[0].strip() if cells else ""
+        if kid.isdigit():
+            try:  # strict: a quote not closed on its line, or text after a closing quote (ncu never writes either)
+                next(csv.reader([text], strict=True))
+                if line.count(b'"') % 2:
+                    raise csv.Error("a quote is not closed")
+            except csv.Error as e:
+                raise InputError(path, f"malformed line {where} (kernel ID {kid[:20]}): not valid CSV ({str(e)[:60]}): a row cut "
+                                       "short, or cut short and merged with the next?") from None
+        if not kid.isdigit():
+            raise InputError(path, f"malformed line {where} (ID {kid[:40]!r} is not a kernel ID)")
+        if len(cells) < n:
+            raise InputError(path, f"malformed line {where} (kernel ID {kid}): {len(cells)} cells where the header has {n}; "
+                                   f"the row is cut short after column {header[len(cells) - 1][:60]!r}")
+        if len(cells) > n:
+            raise InputError(path, f"malformed line {where} (kernel ID {kid}): {len(cells)} cells where the header has {n} "
+                                   f"(a row cut short and merged with the next?)")
+    return b"\n".join(lines) if dropped else body
+
+
+def _line_of(body: bytes, row: int, first_line: int) -> int:
+    """Line number in the file of the ``row``-th data row of ``body`` (blank lines, which pandas skips, counted)."""
+    seen = -1
+    for n, line in enumerate(body.split(b"\n")):
+        if line.strip():
+            seen += 1
+            if seen == row:
+                return first_line + n + 1
+    return first_line + 1
 
 
 def read_ncu_csv(
@@ -124,9 +200,11 @@ def read_ncu_csv(
 ) -> NcuReport:
     """Parse an ``ncu --csv --page raw`` report (plain or gzip) into a kernel table.
 
-    Raises :class:`InputError` naming the file and the problem for a missing header,
-    a missing required metric (and the ncu flag that adds it), a unit it cannot
-    convert, a non-numeric or NaN cell, an empty profiling window, or a report holding
+    Raises :class:`InputError` naming the file and the problem for a missing header, a missing required
+    metric (and the ncu flag that adds it), a unit it cannot convert, a truncated or corrupt file, a row
+    whose number of cells differs from the header's (the line and kernel ID), a cell that is not a number or
+    lies outside its unit's range (the kernel ID and column: a percentage in 0..100, a time or count >= 0),
+    a thousands separator in a percentage, all durations 0, an empty profiling window, or a report holding
     several processes or devices when none was picked.
     """
     path = Path(path)
@@ -134,11 +212,14 @@ def read_ncu_csv(
         raise InputError(path, "no such file")
     if path.is_dir():
         raise InputError(path, "is a directory, not an ncu CSV report")
-    header_at, header_line, units_line = _locate_header(path)
-    header = _parse_row(header_line)
+    data = _read_bytes(path)
+    header_at, offset = _locate_header(path, data)
+    header_line, offset = _split_line(data, offset)
+    units_line, offset = _split_line(data, offset)
+    header = _parse_row(path, header_line, "the header row")
     if not units_line.strip():
         raise InputError(path, "report ends after the header row (truncated file?)")
-    units = _parse_row(units_line)
+    units = _parse_row(path, units_line, "the units row")
     if len(units) != len(header) or units[0] != "":
         raise InputError(path, "second row is not ncu's units row (expected `--page raw` output with units)")
     col_index = {name: i for i, name in enumerate(header)}
@@ -171,37 +252,30 @@ def read_ncu_csv(
         if kind == "pct" and unit != "%":
             raise InputError(path, f"metric {col} has unit {unit!r}; expected '%'")
 
+    body = _check_rows(path, data[offset:], header, header_at + 2)
+    del data
     usecols = [col_index[c] for c in wanted]
-    numeric = {col_index[c] for c, (_, kind) in wanted.items() if kind != "id"}
+    # Percentages are read as numbers without a thousands separator (ncu prints none, and "1,5" must not
+    # become 15); times and launch counts as text, since ncu prints them with separators ("137,376").
+    as_float = {col_index[c] for c, (_, kind) in wanted.items() if kind == "pct"}
 
     def read_table(dtype) -> pd.DataFrame:
         try:
-            with _open_text(path) as f:
-                return pd.read_csv(f, header=None, skiprows=header_at + 2, usecols=usecols, dtype=dtype, thousands=",",
-                                   keep_default_na=False, na_values=[], engine="c")
+            return pd.read_csv(io.BytesIO(body), header=None, usecols=usecols, dtype=dtype, keep_default_na=False,
+                               na_values=[], engine="c", encoding="utf-8", encoding_errors="replace")
         except pd.errors.EmptyDataError:
             return pd.DataFrame(columns=usecols)
 
     try:
-        df = read_table({i: (float if i in numeric else str) for i in usecols})
+        df = read_table({i: (float if i in as_float else str) for i in usecols})
     except (ValueError, pd.errors.ParserError):
-        # A non-numeric cell or a malformed line somewhere: read as text and find it below.
+        # A non-numeric cell somewhere: read as text and find it below.
         try:
             df = read_table(str)
         except (pd.errors.ParserError, ValueError) as e:
-            raise InputError(path, f"malformed CSV after the header: {str(e).splitlines()[0]}") from None
+            raise InputError(path, f"malformed CSV after the header: {str(e).splitlines()[0][:120]}") from None
     names = {col_index[c]: c for c in wanted}
     df = df.rename(columns=names)
-
-    # Lines after the table that ncu or the program printed (==PROF== ...), or a row cut short.
-    ids = df["ID"].fillna("").astype(str).str.strip()
-    is_row = ids.str.fullmatch(r"\d+")
-    if not is_row.all():
-        first_bad = int(np.flatnonzero(~is_row.to_numpy())[0])
-        text = ids.iloc[first_bad]
-        if not text.startswith("=="):
-            raise InputError(path, f"malformed line {header_at + 3 + first_bad} (ID {text[:40]!r} is not a kernel ID)")
-        df = df[is_row.to_numpy()]
     if df.empty:
         raise InputError(path, "the report has no kernels (empty profiling window: check the profiler start/stop range)")
 
@@ -211,42 +285,44 @@ def read_ncu_csv(
         if kind == "id":
             out[new] = s
             continue
-        if pd.api.types.is_numeric_dtype(s):
-            num = s.astype(float)
+        num, problem_at = _numbers(s, kind)
+        lo, hi = _RANGES[kind] if col not in _RANGE_OF else _RANGE_OF[col]
+        if problem_at is None:
+            with np.errstate(invalid="ignore"):
+                outside = ~((num >= lo) & (num <= hi)).to_numpy() & num.notna().to_numpy()
+            if outside.any():
+                i = int(np.flatnonzero(outside)[0])
+                raise InputError(path, f"metric {col} of kernel ID {df['ID'].iloc[i]} is {s.iloc[i]!r}, outside "
+                                       f"{lo:g}..{hi:g} {units[col_index[col]]}")
         else:
-            num = pd.to_numeric(s.str.replace(",", "", regex=False), errors="coerce")
-        bad = num.isna() | ~np.isfinite(num)
-        if kind == "count":
-            out[new] = num  # launch statistics: best effort
-            continue
-        if bad.any():
-            i = int(np.flatnonzero(bad.to_numpy())[0])
-            row = df.iloc[i]
-            value = s.iloc[i]
-            cut_short = row.isna().sum() > 1  # several cells missing: the row ends early
-            if isinstance(value, float) and not cut_short:  # parsed as a number: nan or inf
-                problem = f"is not a finite number ({value!r})"
-                value = "nan"
-            elif not isinstance(value, str) or cut_short:
-                problem = "is missing (row cut short: truncated file?)"
-                value = ""
-            elif value == "":
-                problem = "is empty"
-            else:
-                problem = f"is not a finite number ({value[:30]!r})"
-            # Optional metrics may be n/a for some kernels; required ones may not.
-            if col in REQUIRED_METRICS or value.lower() not in ("n/a", ""):
-                raise InputError(path, f"metric {col} of kernel ID {row['ID']} {problem}")
+            i, problem = problem_at
+            # Optional metrics and launch statistics may be n/a for some kernels; required ones may not.
+            raise InputError(path, f"metric {col} of kernel ID {df['ID'].iloc[i]} {problem}")
         if kind == "time":
             num = num * _TIME_UNITS_NS[units[col_index[col]]]
         out[new] = num.astype(float)
-    out["kernel_id"] = out["kernel_id"].astype(np.int64)
-    for c in ("process_id", "device"):
+    ids = out["kernel_id"].astype(str).str.strip()
+    bad = ~ids.str.fullmatch(r"\d{1,18}").to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(path, f"malformed line {_line_of(body, i, header_at + 2)} (ID {ids.iloc[i][:40]!r} is not a kernel ID)")
+    out["kernel_id"] = ids.astype(np.int64)
+    dup = out["kernel_id"].duplicated().to_numpy()
+    if dup.any():
+        i = int(np.flatnonzero(dup)[0])
+        raise InputError(path, f"kernel ID {out['kernel_id'].iloc[i]} appears twice (line {_line_of(body, i, header_at + 2)} "
+                               "repeats an earlier row)")
+    if not (out["duration_ns"] > 0).any():
+        raise InputError(path, "every kernel has gpu__time_duration.sum 0: the report holds no kernel time")
+    for c, col in (("process_id", "Process ID"), ("device", "Device")):
         if c in out:
-            out[c] = pd.to_numeric(out[c], errors="coerce").astype("Int64")
+            text = out[c].astype(str).str.strip()
+            bad = ~(text.str.fullmatch(r"\d{1,9}") | text.isin(("", "n/a"))).to_numpy()
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise InputError(path, f"{col} of kernel ID {out['kernel_id'].iloc[i]} is {text.iloc[i][:30]!r}, not a number")
+            out[c] = pd.to_numeric(text, errors="coerce").astype("Int64")
 
-    if (out["duration_ns"] < 0).any():
-        raise InputError(path, "a kernel has a negative gpu__time_duration.sum")
     out = _select(out, path, process_id=process_id, device=device)
 
     gpu_name = None
@@ -257,11 +333,65 @@ def read_ncu_csv(
         out = out.drop(columns=[GPU_NAME_COLUMN])
     if SM_COUNT_COLUMN in out:
         sm = pd.to_numeric(out[SM_COUNT_COLUMN].str.replace(",", "", regex=False), errors="coerce").dropna()
-        sm_count = int(sm.iloc[0]) if len(sm) else None
+        sm_count = int(sm.iloc[0]) if len(sm) and 0 < sm.iloc[0] < 1e6 else None
         out = out.drop(columns=[SM_COUNT_COLUMN])
     if sm_count is None and "sm_count" in out and out["sm_count"].notna().any():
         sm_count = int(out["sm_count"].dropna().iloc[0])
     return NcuReport(kernels=out.reset_index(drop=True), gpu_name=gpu_name, sm_count=sm_count, path=str(path))
+
+
+# Range of each unit kind; a column of _RANGE_OF has its own.
+_RANGES = {"pct": (0.0, 100.0 + NCU_PCT_TOLERANCE), "time": (0.0, np.inf), "count": (0.0, np.inf)}
+_RANGE_OF = {"lts__t_sector_hit_rate.pct": (0.0, MAX_NCU_L2_HIT_RATE_PCT)}
+_THOUSANDS = r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?(?:[eE][+-]?\d+)?"
+
+
+_THOUSANDS_RE = re.compile(_THOUSANDS)
+
+
+def _number(v: str, kind: str) -> float:
+    if "," not in v:
+        return float(v)
+    if kind == "pct" or not _THOUSANDS_RE.fullmatch(v.strip()):
+        raise ValueError(v)
+    return float(v.replace(",", ""))
+
+
+def _numbers(s: pd.Series, kind: str) -> tuple[pd.Series, tuple[int, str] | None]:
+    """(the column as floats, NaN where n/a; (row, problem) of its first bad cell, or None)."""
+    if pd.api.types.is_numeric_dtype(s):
+        num = s.astype(float)
+        bad = ~np.isfinite(num.to_numpy())
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            return num, (i, f"is not a finite number ({s.iloc[i]!r})")
+        return num, None
+    try:  # the common case: every cell a number, separators where ncu puts them
+        num = pd.Series(np.fromiter((_number(v, kind) for v in s.to_numpy(dtype=object)), float, len(s)), index=s.index)
+        if np.isfinite(num.to_numpy()).all():
+            return num, None
+    except (ValueError, TypeError):
+        pass
+    text = s.astype(str).str.strip()
+    has_sep = text.str.contains(",", regex=False)
+    if has_sep.any():
+        if kind == "pct":
+            i = int(np.flatnonzero(has_sep.to_numpy())[0])
+            return text, (i, f"is {text.iloc[i][:30]!r}: a percentage carries no thousands separator")
+        wrong = has_sep & ~text.str.fullmatch(_THOUSANDS)
+        if wrong.any():
+            i = int(np.flatnonzero(wrong.to_numpy())[0])
+            return text, (i, f"is not a number ({text.iloc[i][:30]!r}: misplaced thousands separator)")
+        text = text.str.replace(",", "", regex=False)
+    num = pd.to_numeric(text, errors="coerce")
+    bad = ~np.isfinite(num.to_numpy(dtype=float, na_value=np.nan))
+    if s.name not in REQUIRED_METRICS:  # optional metrics and launch statistics may be n/a for some kernels
+        bad &= ~text.str.lower().isin(("n/a", "")).to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        value = text.iloc[i]
+        return num, (i, "is empty" if value == "" else f"is not a finite number ({value[:30]!r})")
+    return num.astype(float), None
 
 
 def _select(df: pd.DataFrame, path: Path, *, process_id: int | None, device: int | None) -> pd.DataFrame:

@@ -167,25 +167,28 @@ def profile_from_ncu(
     meta = dict(meta or {})
     meta.setdefault("ncu_report", os.path.basename(path))
     meta.setdefault("mean_kernel_us", km["mean_kernel_us"])
-    return JobProfile(
-        name=name,
-        gpu=gpu,
-        source="ncu",
-        iteration_ms=float(iteration_ms),
-        iterations_profiled=iterations,
-        kernel_ms_per_iteration=kernel_ms,
-        busy_fraction=busy,
-        kernels_per_iteration=km["kernel_count"] / iterations,
-        dram_util_pct=km["dram_util_pct"],
-        achieved_occupancy_pct=km["achieved_occupancy_pct"],
-        sm_throughput_pct=km.get("sm_throughput_pct"),
-        theoretical_occupancy_pct=km.get("theoretical_occupancy_pct"),
-        sm_fill_pct=km.get("sm_fill_pct"),
-        launch_fill_pct=km.get("launch_fill_pct"),
-        blocking_wait_us=km.get("blocking_wait_us"),
-        mps_wait_us=km.get("mps_wait_us"),
-        l2_hit_rate_pct=km.get("l2_hit_rate_pct"),
-        peak_memory_gib=peak_memory_gib,
-        distributions=km["distributions"],
-        meta=meta,
-    )
+    try:
+        return JobProfile(
+            name=name,
+            gpu=gpu,
+            source="ncu",
+            iteration_ms=float(iteration_ms),
+            iterations_profiled=iterations,
+            kernel_ms_per_iteration=kernel_ms,
+            busy_fraction=busy,
+            kernels_per_iteration=km["kernel_count"] / iterations,
+            dram_util_pct=km["dram_util_pct"],
+            achieved_occupancy_pct=km["achieved_occupancy_pct"],
+            sm_throughput_pct=km.get("sm_throughput_pct"),
+            theoretical_occupancy_pct=km.get("theoretical_occupancy_pct"),
+            sm_fill_pct=km.get("sm_fill_pct"),
+            launch_fill_pct=km.get("launch_fill_pct"),
+            blocking_wait_us=km.get("blocking_wait_us"),
+            mps_wait_us=km.get("mps_wait_us"),
+            l2_hit_rate_pct=km.get("l2_hit_rate_pct"),
+            peak_memory_gib=peak_memory_gib,
+            distributions=km["distributions"],
+            meta=meta,
+        )
+    except ValueError as e:
+        raise InputError(path, f"gives no valid profile: {e}") from None

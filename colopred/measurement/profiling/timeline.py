@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InputError
+from ...io import atomic_file, write_text_atomic
 
 # kind: kernel | memcpy | memset (GPU), runtime | driver (host API calls)
 COLUMNS = ("kind", "name", "start_us", "dur_us", "correlation", "stream")
@@ -36,20 +37,44 @@ NAME_CHARS = 80
 
 def reduce_trace(trace: dict[str, Any]) -> pd.DataFrame:
     """Rows of :data:`COLUMNS` from a torch.profiler Chrome trace (``traceEvents`` complete events
-    of the categories in ``_KINDS``), sorted by start, start times relative to the earliest."""
+    of the categories in ``_KINDS``), sorted by start, start times relative to the earliest. A GPU event
+    without a finite ``ts`` and a non-negative ``dur`` raises ValueError naming it."""
     rows = []
-    for e in trace.get("traceEvents", []):
-        kind = _KINDS.get(e.get("cat"))
+    events = trace.get("traceEvents", [])
+    if not isinstance(events, list):
+        raise ValueError("traceEvents is not a list")
+    for i, e in enumerate(events):
+        if not isinstance(e, dict):
+            continue
+        cat = e.get("cat")
+        kind = _KINDS.get(cat) if isinstance(cat, str) else None
         if kind is None or e.get("ph") != "X":
             continue
-        args = e.get("args", {})
-        rows.append((kind, str(e.get("name", ""))[:NAME_CHARS], float(e["ts"]), float(e.get("dur", 0.0)),
-                     int(args.get("correlation", -1)), int(args.get("stream", -1))))
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        ts, dur = _number(e.get("ts")), _number(e.get("dur", 0.0))
+        if ts is None or dur is None or dur < 0:
+            raise ValueError(f"event {i} ({kind} {str(e.get('name', ''))[:40]!r}) lacks a numeric ts and a non-negative dur")
+        rows.append((kind, str(e.get("name", ""))[:NAME_CHARS], ts, dur, _int(args.get("correlation")), _int(args.get("stream"))))
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     if len(df):
         df["start_us"] -= df["start_us"].min()
         df = df.sort_values(["start_us", "kind"], kind="stable").reset_index(drop=True)
     return df
+
+
+def _number(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        return None
+    try:
+        x = float(v)
+    except ValueError:
+        return None
+    return x if np.isfinite(x) else None
+
+
+def _int(v: Any) -> int:
+    x = _number(v)
+    return int(x) if x is not None and abs(x) < 2**62 else -1
 
 
 def stream_overlap(timeline: pd.DataFrame) -> float:
@@ -92,16 +117,27 @@ def load_timeline(path: str | Path) -> pd.DataFrame:
             opener = gzip.open if name.endswith(".gz") else open
             with opener(path, "rt") as f:
                 trace = json.load(f)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
             raise InputError(path, f"not a readable Chrome trace ({e.__class__.__name__})") from None
         if not isinstance(trace, dict) or "traceEvents" not in trace:
             raise InputError(path, "not a Chrome trace (no traceEvents)")
-        df = reduce_trace(trace)
+        try:
+            df = reduce_trace(trace)
+        except ValueError as e:
+            raise InputError(path, str(e)) from None
     elif name.endswith((".csv", ".csv.gz")):
         try:
             df = read_timeline(path)
-        except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        except (OSError, EOFError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
             raise InputError(path, f"not a readable timeline table ({e.__class__.__name__})") from None
+        for col in ("start_us", "dur_us"):
+            v = pd.to_numeric(df[col], errors="coerce")
+            bad = ~np.isfinite(v.to_numpy(dtype=float)) | (v.to_numpy(dtype=float) < 0 if col == "dur_us" else False)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise InputError(path, f"row {i + 1}: {col} is {str(df[col].iloc[i])[:20]!r}, not a {'non-negative ' if col == 'dur_us' else ''}number")
+            df[col] = v.astype(float)
+        df["kind"] = df["kind"].astype(str)
     else:
         raise InputError(path, "expected a colopred timeline (.csv, .csv.gz) or a torch.profiler trace (.json, .json.gz)")
     if not (df["kind"] == "kernel").any():
@@ -138,10 +174,10 @@ def capture(job_name: str, out_dir: str | Path, iterations: int = 6, warmup: int
         with open(tmp, "rb") as src, gzip.open(out_dir / f"{job_name}.trace.json.gz", "wb") as dst:
             dst.write(src.read())
     tmp.unlink()
-    with gzip.open(out_dir / f"{job_name}.timeline.csv.gz", "wt") as f:
+    with atomic_file(out_dir / f"{job_name}.timeline.csv.gz", "wb") as raw, gzip.open(raw, "wt") as f:
         rows.to_csv(f, index=False, float_format="%.3f")
     meta = {"job": job_name, "iterations": iterations, "warmup": warmup, "iter_ms_plain": plain_ms, "iter_ms_traced": traced_ms,
             "events": len(rows), "kernels": int((rows["kind"] == "kernel").sum()), "torch": torch.__version__,
             "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    (out_dir / f"{job_name}.timeline.json").write_text(json.dumps(meta, indent=1))
+    write_text_atomic(out_dir / f"{job_name}.timeline.json", json.dumps(meta, indent=1))
     return meta
