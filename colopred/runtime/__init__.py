@@ -9,5 +9,6 @@ imports XGBoost only when a model is loaded or trained. Modules:
   estimator   SlowdownModel, a scikit-learn regressor
   manifest    model files: strict-JSON manifest + XGBoost UBJ, checksums; the shipped models in models/
   predictor   Predictor and Prediction
+  checks      the API's argument checks, and the warnings where a prediction leaves the model's experience
   placement   Predictor.pack's search
 """
