@@ -77,8 +77,9 @@ def test_pinned_jobs_stay_and_count_against_the_limits(predictor):
 
 
 def test_a_job_larger_than_any_gpu_is_queued_with_its_reason(predictor):
-    big = PROFILES[0].with_(name="huge", peak_memory_gib=500.0)
-    pl = predictor.pack([big, *PROFILES[1:4]], n_gpus=2, max_per_gpu=2)
+    big = PROFILES[0].with_(name="huge", peak_memory_gib=60.0)
+    gpus = [Gpu("small-a", memory_gib=40.0), Gpu("small-b", memory_gib=40.0)]
+    pl = predictor.pack([big, *PROFILES[1:4]], gpus=gpus, max_per_gpu=2)
     assert "huge" in pl.queued and "GiB" in pl.queued["huge"] and pl.placed == 3
 
 
@@ -90,7 +91,7 @@ def test_large_instances_use_the_heuristic_and_place_everything(predictor):
     _check_limits(predictor, jobs, pl, 2, None)
 
 
-@pytest.mark.parametrize("kwargs, message", [({"n_gpus": 0}, "no GPU"), ({"n_gpus": 2, "max_per_gpu": 0}, "max_per_gpu"),
+@pytest.mark.parametrize("kwargs, message", [({"n_gpus": 0}, "n_gpus"), ({"gpus": []}, "no GPU"), ({"n_gpus": 2, "max_per_gpu": 0}, "max_per_gpu"),
                                              ({"n_gpus": 2, "max_slowdown": 0.5}, "max_slowdown"),
                                              ({"gpus": [Gpu("a", running=("nope",))]}, "not among the jobs"),
                                              ({"n_gpus": 2, "solver": "magic"}, "unknown solver")])

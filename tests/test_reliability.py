@@ -210,8 +210,8 @@ def test_api_arguments_are_checked(mps, call, error, needle):
 def test_valid_api_calls_still_work(mps):
     a, b, c = profile(), profile("lstm_lm-b64-fp32"), profile("vgg16-b32-fp32")
     assert len(mps.rank_partners(a, [b, c], k=1)) == 1
-    placed = mps.pack([a, b, c], n_gpus=2)
-    assert sorted(sum(placed, [])) == sorted([a.name, b.name, c.name]) and len(placed) == 2
+    placed = mps.pack([a, b, c], n_gpus=2).gpus
+    assert sorted(n for g in placed for n in g) == sorted([a.name, b.name, c.name]) and len(placed) == 2
 
 
 def caught(fn):
@@ -222,11 +222,14 @@ def caught(fn):
 
 
 def test_warnings_where_a_prediction_leaves_the_models_experience(mps):
-    a, b, c, d = (profile(n) for n in ("resnet18-b64-fp32", "lstm_lm-b64-fp32", "vgg16-b32-fp32", "alexnet-b128-fp32"))
+    a, b, c, d, e = (profile(n) for n in ("resnet18-b64-fp32", "lstm_lm-b64-fp32", "vgg16-b32-fp32", "alexnet-b128-fp32",
+                                          "gpt2_small-b8-bf16"))
     assert caught(lambda: mps.predict([a, b])) == []
-    assert caught(lambda: mps.predict_many([[a, b], [a, b, c]])) == []
-    four = caught(lambda: mps.predict([a, b, c, d]))
-    assert len(four) == 1 and "a set of 4 jobs is larger than any the model was trained on (3)" in four[0]
+    assert caught(lambda: mps.predict_many([[a, b], [a, b, c], [a, b, c, d]])) == []
+    trained = mps.manifest["max_set_size"]
+    assert trained == 4  # the shipped data holds measured sets of two, three and four jobs
+    four = caught(lambda: mps.predict([a, b, c, d, e]))
+    assert len(four) == 1 and "a set of 5 jobs is larger than any the model was trained on (4)" in four[0]
     odd = b.with_(iteration_ms=b.iteration_ms * 50, kernel_ms_per_iteration=b.kernel_ms_per_iteration, busy_fraction=b.busy_fraction / 50)
     w = caught(lambda: mps.predict([a, odd]))
     assert len(w) == 1 and f"profile {b.name}: feature" in w[0] and "outside the model's training range" in w[0]
