@@ -247,7 +247,7 @@ def test_cli_predict_prints_experience_warnings_in_one_line_each_and_in_json(tmp
     from colopred.cli import main
 
     args = [str(DATA / "profiles" / "ncu" / f"{n}.json") for n in ("resnet18-b64-fp32", "lstm_lm-b64-fp32", "vgg16-b32-fp32",
-                                                                  "alexnet-b128-fp32")]
+                                                                  "alexnet-b128-fp32", "gpt2_small-b8-bf16")]  # 5 > the 4 trained
     assert main(["predict", *args, "--mode", "mps", "--json"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["warnings"] == [l[len("colopred: warning: "):] for l in err.strip().splitlines()]
