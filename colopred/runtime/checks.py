@@ -23,7 +23,7 @@ import numpy as np
 
 from ..constants import MAX_SET_SIZE
 from ..profile import JobProfile
-from .features import BASE, profile_matrix
+from .features import BASE, index_sets, profile_matrix
 
 if TYPE_CHECKING:  # pragma: no cover
     from .predictor import Predictor
@@ -83,10 +83,11 @@ def check_profiles(obj: Any, what: str = "profiles", min_jobs: int = 1, max_jobs
     return profiles
 
 
-def check_sets(sets: Any, what: str = "sets") -> Sequence[Sequence[JobProfile]]:
-    """``sets`` (returned as given) after checking it is a sequence of at least one set, each a list or tuple of 1 to
-    ``MAX_SET_SIZE`` JobProfile (a set of one job is allowed: it runs alone, slowdown 1) with no job twice, and that
-    across sets one name is one job. Vectorised (100,000 sets in ~0.1 s); the first bad set is then checked by
+def check_sets(sets: Any, what: str = "sets") -> tuple[list[JobProfile], np.ndarray]:
+    """``sets`` as (distinct profiles, n_sets x k index array; :func:`colopred.runtime.features.index_sets`) after
+    checking it is a sequence of at least one set, each a list or tuple of 1 to ``MAX_SET_SIZE`` JobProfile (a set of
+    one job is allowed: it runs alone, slowdown 1) with no job twice, and that across sets one name is one job.
+    Vectorised (a million sets in well under a second); the first bad set is then checked by
     :func:`check_profiles`, whose error names it."""
     if isinstance(sets, (str, bytes, dict)) or not isinstance(sets, Sequence):
         raise TypeError(f"{what} must be a sequence of sets of JobProfile, not {type(sets).__name__}")
@@ -98,36 +99,29 @@ def check_sets(sets: Any, what: str = "sets") -> Sequence[Sequence[JobProfile]]:
         check_profiles(sets[i], f"{what}[{i}]")
         raise AssertionError(f"{what}[{i}] failed a check that check_profiles passes")  # pragma: no cover
 
-    kinds = [type(s) for s in sets]
-    if not set(kinds) <= {list, tuple}:
-        first_bad([k not in (list, tuple) for k in kinds])
+    kinds = set(map(type, sets))
+    if not kinds <= {list, tuple}:
+        first_bad([type(s) not in (list, tuple) for s in sets])
     sizes = np.fromiter(map(len, sets), np.int64, len(sets))
     if sizes.min() < 1 or sizes.max() > MAX_SET_SIZE:
         first_bad((sizes < 1) | (sizes > MAX_SET_SIZE))
-    flat = [p for s in sets for p in s]
-    if set(map(type, flat)) != {JobProfile}:
-        bad_set = np.repeat(np.arange(len(sets)), sizes)[[type(p) is not JobProfile for p in flat]]
-        first_bad(np.isin(np.arange(len(sets)), bad_set))
-    index: dict[int, int] = {}
+    profiles, idx = index_sets(sets)
+    wrong = [i for i, p in enumerate(profiles) if type(p) is not JobProfile]
+    if wrong:
+        first_bad(np.isin(idx, wrong).any(axis=1))
     by_name: dict[str, JobProfile] = {}
-    for p in flat:
-        if id(p) not in index:
-            index[id(p)] = len(index)
-            q = by_name.setdefault(p.name, p)
-            if q is not p and q != p:
-                i = next(i for i, s in enumerate(sets) if any(x is p for x in s))
-                raise ValueError(f"{what}[{i}] holds a job named {p.name!r} that differs from another set's job of that name: "
-                                 "give each job a distinct name")
+    for code, p in enumerate(profiles):  # in order of first appearance
+        q = by_name.setdefault(p.name, p)
+        if q is not p and q != p:
+            i = int(np.flatnonzero((idx == code).any(axis=1))[0])
+            raise ValueError(f"{what}[{i}] holds a job named {p.name!r} that differs from another set's job of that name: "
+                             "give each job a distinct name")
     # no job twice in one set: one name is one job, so a repeated profile object is a repeated job
-    idx = np.full((len(sets), int(sizes.max())), -1, dtype=np.int64)
-    rows = np.repeat(np.arange(len(sets)), sizes)
-    cols = np.arange(len(flat)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    idx[rows, cols] = [index[id(p)] for p in flat]
-    idx.sort(axis=1)
-    twice = ((idx[:, 1:] == idx[:, :-1]) & (idx[:, 1:] >= 0)).any(axis=1)
+    ordered = np.sort(idx, axis=1)
+    twice = ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any(axis=1)
     if twice.any():
         first_bad(twice)
-    return sets
+    return profiles, idx
 
 
 # ----------------------------------------------------------------------------------- one line per method
@@ -139,12 +133,12 @@ def check_predict(predictor: "Predictor", profiles: Any) -> list[JobProfile]:
     return out
 
 
-def check_predict_many(predictor: "Predictor", sets: Any) -> Sequence[Sequence[JobProfile]]:
-    """``Predictor.predict_many``'s arguments (:func:`check_sets`), with the experience warnings, the GPU's included."""
-    out = check_sets(sets)
-    unique = list({id(p): p for s in out for p in s}.values())
-    warn_outside_experience(predictor, unique, max(map(len, out)), gpu=True)
-    return out
+def check_predict_many(predictor: "Predictor", sets: Any) -> tuple[list[JobProfile], np.ndarray]:
+    """``Predictor.predict_many``'s arguments (:func:`check_sets`: distinct profiles and the index array), with the
+    experience warnings, the GPU's included."""
+    profiles, idx = check_sets(sets)
+    warn_outside_experience(predictor, profiles, int((idx >= 0).sum(axis=1).max()), gpu=True)
+    return profiles, idx
 
 
 def check_rank_partners(predictor: "Predictor", job: Any, candidates: Any, k: Any) -> None:

@@ -9,6 +9,7 @@ with -1 (:func:`feature_matrix`). What each feature means for contention is in `
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -164,6 +165,29 @@ def feature_matrix(P: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray, np.ndar
         set_of.append(np.flatnonzero(valid[:, i]))
         pos_of.append(np.full(int(counts[i]), i))
     return X, np.concatenate(set_of), np.concatenate(pos_of)
+
+
+def index_sets(sets: Sequence[Sequence[JobProfile]]) -> tuple[list[JobProfile], np.ndarray]:
+    """(distinct profiles, n_sets x k index array with -1 in empty slots) of a list of sets of profiles, each
+    profile object counted once (loops in C: a million sets take a fraction of a second)."""
+    flat = [p for s in sets for p in s]
+    lengths = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
+    ids = np.fromiter(map(id, flat), dtype=np.int64, count=len(flat))
+    codes, uniq = pd.factorize(ids)  # by hashing; codes in order of first appearance
+    profiles = _first_of(flat, codes, len(uniq))
+    idx = np.full((len(sets), int(lengths.max()) if len(sets) else 0), -1, dtype=np.int64)
+    rows = np.repeat(np.arange(len(sets)), lengths)
+    cols = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    idx[rows, cols] = codes
+    return profiles, idx
+
+
+def _first_of(flat: list, codes: np.ndarray, n: int) -> list:
+    """The first object of each code (codes numbered in order of first appearance)."""
+    first = np.full(n, -1, dtype=np.int64)
+    new = np.flatnonzero(np.r_[True, codes[1:] > np.maximum.accumulate(codes)[:-1]])
+    first[codes[new]] = new
+    return [flat[i] for i in first]
 
 
 def feature_frame(sets: list[list[JobProfile]]) -> pd.DataFrame:

@@ -27,7 +27,7 @@ from ..profile import JobProfile
 from . import outcome
 from .checks import check_pack, check_predict, check_predict_many, check_rank_partners
 from .estimator import SlowdownModel
-from .features import feature_matrix, profile_matrix
+from .features import feature_matrix, index_sets, profile_matrix  # noqa: F401 (index_sets: the benchmark's)
 from .manifest import default_model_path, load_model, save_model
 from .placement import Gpu, Placement, place
 
@@ -90,29 +90,6 @@ per chunk whatever the number of sets, and larger chunks were no faster on a 2-c
 
 PREDICT_MANY_COLUMNS = ("set_id", "job", "n_jobs", "slowdown", "solo_iteration_ms", "collocated_iteration_ms", "delta",
                         "throughput", "memory_gib", "fits_memory")
-
-
-def index_sets(sets: Sequence[Sequence[JobProfile]]) -> tuple[list[JobProfile], np.ndarray]:
-    """(distinct profiles, n_sets x k index array with -1 in empty slots) of a list of sets of profiles, each
-    profile object counted once (loops in C: a million sets take a fraction of a second)."""
-    flat = [p for s in sets for p in s]
-    lengths = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
-    ids = np.fromiter(map(id, flat), dtype=np.int64, count=len(flat))
-    codes, uniq = pd.factorize(ids)  # by hashing; codes in order of first appearance
-    profiles = _first_of(flat, codes, len(uniq))
-    idx = np.full((len(sets), int(lengths.max()) if len(sets) else 0), -1, dtype=np.int64)
-    rows = np.repeat(np.arange(len(sets)), lengths)
-    cols = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    idx[rows, cols] = codes
-    return profiles, idx
-
-
-def _first_of(flat: list, codes: np.ndarray, n: int) -> list:
-    """The first object of each code (codes numbered in order of first appearance)."""
-    first = np.full(n, -1, dtype=np.int64)
-    new = np.flatnonzero(np.r_[True, codes[1:] > np.maximum.accumulate(codes)[:-1]])
-    first[codes[new]] = new
-    return [flat[i] for i in first]
 
 
 @dataclass
@@ -188,8 +165,7 @@ class Predictor:
         """Vectorised prediction of many sets: a tidy DataFrame with one row per job of each set, in the order
         given (columns ``PREDICT_MANY_COLUMNS``; ``delta``, ``throughput``, ``memory_gib`` and ``fits_memory``
         are the set's, repeated on each of its rows). Point predictions only (no interval)."""
-        sets = check_predict_many(self, sets)
-        profiles, idx = index_sets(sets)
+        profiles, idx = check_predict_many(self, sets)
         self._check_wait(profiles)
         return self.predict_index(profiles, idx)
 
