@@ -1,4 +1,6 @@
+import csv
 import gzip
+import io
 from pathlib import Path
 
 import pytest
@@ -26,3 +28,16 @@ def write(tmp_path):
         return p
 
     return _write
+
+
+def with_cell(report_text: str, metric: str, value: str, row: int) -> str:
+    """A real ncu report's text with one cell replaced: column ``metric`` of the ``row``-th line after the header
+    (1 is the units row), written back with ncu's quoting."""
+    lines = report_text.splitlines()
+    h = next(i for i, l in enumerate(lines) if l.startswith('"ID"'))
+    cells = next(csv.reader([lines[h + row]]))
+    cells[next(csv.reader([lines[h]])).index(metric)] = value
+    buf = io.StringIO()
+    csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="").writerow(cells)
+    lines[h + row] = buf.getvalue()
+    return "\n".join(lines) + "\n"

@@ -13,7 +13,7 @@ import pytest
 from colopred.cli import main
 from colopred.runtime.manifest import shipped_models_dir
 
-from .conftest import DATA, FIXTURES, FULL_REPORT
+from .conftest import DATA, FIXTURES, FULL_REPORT, with_cell
 
 P1 = DATA / "profiles" / "ncu" / "resnet18-b64-fp32.json"
 P2 = DATA / "profiles" / "ncu" / "lstm_lm-b64-fp32.json"
@@ -61,17 +61,7 @@ def col(lines, h, name):
 
 
 def set_cell(w, metric, value, row=5):
-    import csv
-    import io
-
-    lines, h = report_lines(w)
-    c = col(lines, h, metric)
-    cells = next(csv.reader([lines[h + row]]))
-    cells[c] = value
-    buf = io.StringIO()
-    csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="").writerow(cells)
-    lines[h + row] = buf.getvalue()
-    (w / "r.csv").write_text("\n".join(lines) + "\n")
+    (w / "r.csv").write_text(with_cell((w / "r.csv").read_text(), metric, value, row))
 
 
 def all_cells(w, metric, value):

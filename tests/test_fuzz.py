@@ -1,6 +1,7 @@
 """Property-based fuzzing (hypothesis) of the ncu CSV reader and the profile and manifest loaders: every mutated
 real document ends in a clean one-line InputError naming the file, or in a result that is right."""
 
+import contextlib
 import csv
 import gzip
 import json
@@ -152,38 +153,40 @@ def mutated_doc(draw, base):
     return text
 
 
+@contextlib.contextmanager
+def _loaded_or_refused(text: str, name: str, load):
+    """``load`` of ``text`` written to a file ``name`` in a temporary folder: yields (path, the loaded object), or
+    (path, None) after checking the refusal is one line naming the file; the file stays for the caller's checks."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / name
+        path.write_text(text)
+        try:
+            obj = load(path)
+        except InputError as e:
+            msg = str(e)
+            assert msg.startswith(str(path)) and "\n" not in msg
+            obj = None
+        yield path, obj
+
+
 @FUZZ
 @given(mutated_doc(PROFILE))
 def test_profile_loader_gives_a_clean_error_or_a_valid_profile(text):
     v = jsonschema.Draft202012Validator(json.loads(schema_text("job_profile")))
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "p.json"
-        path.write_text(text)
-        try:
-            p = JobProfile.from_json(path)
-        except InputError as e:
-            msg = str(e)
-            assert msg.startswith(str(path)) and "\n" not in msg
-            return
-        doc = p.to_dict()
-        assert not list(v.iter_errors(doc))  # what loads is what the published schema allows
-        path.write_text(json.dumps(doc))
-        assert JobProfile.from_json(path) == p
+    with _loaded_or_refused(text, "p.json", JobProfile.from_json) as (path, p):
+        if p is not None:
+            doc = p.to_dict()
+            assert not list(v.iter_errors(doc))  # what loads is what the published schema allows
+            path.write_text(json.dumps(doc))
+            assert JobProfile.from_json(path) == p
 
 
 @FUZZ
 @given(mutated_doc(MANIFEST))
 def test_manifest_loader_gives_a_clean_error_or_a_valid_manifest(text):
     v = jsonschema.Draft202012Validator(json.loads(schema_text("model_manifest")))
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "m.json"
-        path.write_text(text)
-        try:
-            man = read_manifest(path)
-        except InputError as e:
-            msg = str(e)
-            assert msg.startswith(str(path)) and "\n" not in msg
-            return
-        assert not list(v.iter_errors(man))
-        for part in ("point", "interval"):
-            assert Path(man["files"][part]["path"]).name == man["files"][part]["path"]
+    with _loaded_or_refused(text, "m.json", read_manifest) as (path, man):
+        if man is not None:
+            assert not list(v.iter_errors(man))
+            for part in ("point", "interval"):
+                assert Path(man["files"][part]["path"]).name == man["files"][part]["path"]

@@ -14,7 +14,7 @@ from colopred.measurement.profiling.ncu_profile import (
     weighted_percentiles,
 )
 
-from .conftest import FIXTURES, FULL_REPORT, MINIMAL_REPORT, SAMPLE
+from .conftest import FIXTURES, FULL_REPORT, MINIMAL_REPORT, SAMPLE, with_cell
 
 
 def independent_M(path):
@@ -116,14 +116,7 @@ def test_malformed_reports(case, expect, report_text, write):
 
     def cell(value):
         def f(lines, h):
-            hdr = next(csv.reader([lines[h]]))
-            col = hdr.index("sm__warps_active.avg.pct_of_peak_sustained_active")
-            row = next(csv.reader([lines[h + 5]]))
-            row[col] = value
-            buf = io.StringIO()
-            csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="").writerow(row)
-            lines[h + 5] = buf.getvalue()
-            return "\n".join(lines)
+            return with_cell("\n".join(lines), "sm__warps_active.avg.pct_of_peak_sustained_active", value, 5)
 
         return f
 
@@ -304,15 +297,6 @@ def test_real_reports_put_thousands_separators_only_in_time_and_count_columns():
 
 
 def test_a_kernel_of_duration_zero_is_allowed(report_text, write):
-    lines = report_text.splitlines()
-    h = next(i for i, l in enumerate(lines) if l.startswith('"ID"'))
-    hdr = next(csv.reader([lines[h]]))
-    c = hdr.index("gpu__time_duration.sum")
-    row = next(csv.reader([lines[h + 4]]))
-    row[c] = "0"
-    buf = io.StringIO()
-    csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="").writerow(row)
-    lines[h + 4] = buf.getvalue()
-    rep = read_ncu_csv(write("z.csv", "\n".join(lines) + "\n"))
+    rep = read_ncu_csv(write("z.csv", with_cell(report_text, "gpu__time_duration.sum", "0", 4)))
     assert rep.kernels["duration_ns"].iloc[2] == 0 and (rep.kernels["duration_ns"].drop(index=2) > 0).all()
     assert len(rep.kernels) == len(read_ncu_csv(FULL_REPORT).kernels)

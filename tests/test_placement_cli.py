@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from colopred.cli import main
 from colopred.errors import SchemaError
 from colopred.profile import JobProfile
 from colopred.runtime.predictor import Predictor
 from colopred.runtime.request import read_request, schema_path
 
 from .conftest import DATA
+from .test_cli import run
 
 PROFILES = DATA / "profiles" / "ncu"
 NAMES = ["resnet18-b64-fp32", "gpt2_small-b8-bf16", "lstm_lm-b64-fp32", "vgg16-b32-fp32", "dlrm-b2048-fp32"]
@@ -26,16 +26,10 @@ def _request(tmp_path):
             "limits": {"max_per_gpu": 3, "max_slowdown": 3.0}}
 
 
-def _run(capsys, *args):
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_pack_request_end_to_end(tmp_path, capsys):
     req = tmp_path / "req.json"
     req.write_text(json.dumps(_request(tmp_path)))
-    code, out, err = _run(capsys, "pack", req, "--json", "-o", tmp_path / "placement.json")
+    code, out, err = run(capsys, "pack", req, "--json", "-o", tmp_path / "placement.json")
     assert code == 0
     got = json.loads(out)
     assert got == json.loads((tmp_path / "placement.json").read_text())
@@ -48,7 +42,7 @@ def test_pack_request_end_to_end(tmp_path, capsys):
     assert [g["jobs"] for g in got["gpus"]] == [list(g) for g in want.gpus]
     assert got["throughput"] == pytest.approx(want.throughput) and got["placed"] == 5
     assert NAMES[3] in got["gpus"][0]["jobs"]  # the running job stays
-    code, out, _ = _run(capsys, "pack", req)  # the readable table
+    code, out, _ = run(capsys, "pack", req)  # the readable table
     assert code == 0 and "5 of 5 jobs placed" in out and "n1:1" in out
 
 
@@ -57,7 +51,7 @@ def test_rank_request(tmp_path, capsys):
     req.write_text(json.dumps({"schema": "colopred.placement_request", "mode": "timeslice",
                                "job": {"profile": str(PROFILES / f"{NAMES[0]}.json")},
                                "candidates": [{"profile": str(PROFILES / f"{n}.json")} for n in NAMES[1:]], "k": 2}))
-    code, out, _ = _run(capsys, "rank", req, "--json")
+    code, out, _ = run(capsys, "rank", req, "--json")
     got = json.loads(out)
     assert code == 0 and got["job"] == NAMES[0] and len(got["partners"]) == 2
     assert got["partners"][0]["throughput"] >= got["partners"][1]["throughput"]
@@ -104,6 +98,6 @@ def test_bad_requests_get_one_line_and_change_nothing(tmp_path, capsys, text, ne
     out = tmp_path / "out.json"
     out.write_text("precious")
     before = hashlib.sha256(out.read_bytes()).hexdigest()
-    code, _, err = _run(capsys, "pack", req, "-o", out)
+    code, _, err = run(capsys, "pack", req, "-o", out)
     assert code == 2 and err.count("\n") == 1 and needle in err and "Traceback" not in err
     assert hashlib.sha256(out.read_bytes()).hexdigest() == before

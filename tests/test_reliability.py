@@ -83,17 +83,22 @@ BAD_PROFILE_CHANGES = [
 ]
 
 
+def _refused_by_schema_and_loader(doc: dict, schema: str, path, load) -> None:
+    """``doc`` fails the published ``schema`` (checked with jsonschema itself), and ``load`` of it written to ``path``
+    raises one SchemaError line naming the file."""
+    v = jsonschema.Draft202012Validator(json.loads(schema_text(schema)))
+    assert list(v.iter_errors(doc)), doc
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SchemaError) as e:
+        load(path)
+    assert str(path) in str(e.value) and "\n" not in str(e.value)
+
+
 @pytest.mark.parametrize("change", BAD_PROFILE_CHANGES, ids=[str(c)[:40] for c in BAD_PROFILE_CHANGES])
 def test_profile_loader_and_schema_refuse_the_same_documents(tmp_path, change):
     d = json.loads((DATA / "profiles" / "ncu" / "resnet18-b64-fp32.json").read_text())
     d.update(change)
-    v = jsonschema.Draft202012Validator(json.loads(schema_text("job_profile")))
-    assert list(v.iter_errors(d)), change
-    f = tmp_path / "p.json"
-    f.write_text(json.dumps(d))
-    with pytest.raises(SchemaError) as e:
-        JobProfile.from_json(f)
-    assert str(f) in str(e.value) and "\n" not in str(e.value)
+    _refused_by_schema_and_loader(d, "job_profile", tmp_path / "p.json", JobProfile.from_json)
 
 
 BAD_MANIFEST_CHANGES = [
@@ -109,13 +114,7 @@ BAD_MANIFEST_CHANGES = [
 def test_manifest_loader_and_schema_refuse_the_same_documents(tmp_path, change):
     d = json.loads(MANIFESTS[0].read_text())
     d.update(change)
-    v = jsonschema.Draft202012Validator(json.loads(schema_text("model_manifest")))
-    assert list(v.iter_errors(d)), change
-    f = tmp_path / "m.json"
-    f.write_text(json.dumps(d))
-    with pytest.raises(SchemaError) as e:
-        read_manifest(f)
-    assert str(f) in str(e.value) and "\n" not in str(e.value)
+    _refused_by_schema_and_loader(d, "model_manifest", tmp_path / "m.json", read_manifest)
 
 
 @pytest.mark.parametrize("part, name", [("point", "/etc/passwd"), ("point", "../h100-mps.point.ubj"), ("interval", "sub/x.ubj"),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from ..errors import ColopredError
 
@@ -17,17 +16,20 @@ def _predictor(req, path):
     return pred
 
 
-def _write(a, doc: dict, table: str) -> None:
-    from ..runtime.manifest import strict_json, write_text_atomic
+def _output(a):
+    """The ``-o`` file, checked before any work (:func:`colopred.io.check_output`): never the request itself."""
+    from ..io import check_output
+
+    return check_output(a.output, a.request) if a.output else None
+
+
+def _write(a, out, doc: dict, table: str) -> None:
+    from ..io import write_text_atomic
+    from ..runtime.manifest import strict_json
     from . import log_of
 
     text = json.dumps(strict_json(doc), indent=1, allow_nan=False) + "\n"
-    if a.output:
-        out = Path(a.output)
-        if out.resolve() == Path(a.request).resolve():
-            raise ColopredError(f"{out}: -o is the request itself; choose another output file")
-        if not out.parent.is_dir():
-            raise ColopredError(f"{out}: folder {out.parent} does not exist")
+    if out is not None:
         write_text_atomic(out, text)
         log_of(a)(f"wrote {out}")
     print(text if a.json else table, end="" if a.json else "\n")
@@ -36,6 +38,7 @@ def _write(a, doc: dict, table: str) -> None:
 def cmd_pack(a) -> int:
     from ..runtime.request import read_request
 
+    out = _output(a)
     req = read_request(a.request)
     if not req.jobs:
         raise ColopredError(f"{a.request}: a pack request needs jobs")
@@ -50,13 +53,14 @@ def cmd_pack(a) -> int:
              f"throughput {pl.throughput:.2f} ({pl.solver}{', optimal' if pl.optimal else ''})"]
     lines += [f"  {n:<12} {t:5.2f}  {' + '.join(g) if g else '(empty)'}" for n, g, t in zip(pl.gpu_names, pl.gpus, pl.gpu_throughput)]
     lines += [f"  queued: {j}: {r}" for j, r in pl.queued.items()]
-    _write(a, {"mode": req.mode, **pl.to_dict()}, "\n".join(lines))
+    _write(a, out, {"mode": req.mode, **pl.to_dict()}, "\n".join(lines))
     return 0
 
 
 def cmd_rank(a) -> int:
     from ..runtime.request import read_request
 
+    out = _output(a)
     req = read_request(a.request)
     if req.job is None or not req.candidates:
         raise ColopredError(f"{a.request}: a rank request needs a job and candidates")
@@ -66,7 +70,7 @@ def cmd_rank(a) -> int:
     lines = [f"mode {req.mode}: partners of {req.job.name}, best first (predicted normalised throughput of the pair)"]
     lines += [f"  {r['partner']:<34} throughput {r['throughput']:.2f}  slowdowns {r['job_slowdown']:.2f} / {r['partner_slowdown']:.2f}"
               f"{'' if r['fits_memory'] else '  (does not fit in memory)'}" for r in rows]
-    _write(a, {"mode": req.mode, "job": req.job.name, "partners": rows}, "\n".join(lines))
+    _write(a, out, {"mode": req.mode, "job": req.job.name, "partners": rows}, "\n".join(lines))
     return 0
 
 

@@ -175,11 +175,15 @@ def index_sets(sets: Sequence[Sequence[JobProfile]]) -> tuple[list[JobProfile], 
     ids = np.fromiter(map(id, flat), dtype=np.int64, count=len(flat))
     codes, uniq = pd.factorize(ids)  # by hashing; codes in order of first appearance
     profiles = _first_of(flat, codes, len(uniq))
-    idx = np.full((len(sets), int(lengths.max()) if len(sets) else 0), -1, dtype=np.int64)
-    rows = np.repeat(np.arange(len(sets)), lengths)
-    cols = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    idx[rows, cols] = codes
-    return profiles, idx
+    return profiles, padded(codes, lengths)
+
+
+def padded(flat: np.ndarray, lengths: np.ndarray, width: int | None = None) -> np.ndarray:
+    """Ragged rows (``flat`` values, ``lengths`` per row) as an n_rows x width array, -1 after each row's values."""
+    width = int(lengths.max(initial=0)) if width is None else width
+    out = np.full((len(lengths), width), -1, dtype=np.int64)
+    out[np.repeat(np.arange(len(lengths)), lengths), np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = flat
+    return out
 
 
 def _first_of(flat: list, codes: np.ndarray, n: int) -> list:

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..profile import JobProfile
 from . import outcome
+from .features import padded
 
 EXACT_MAX_JOBS = 16
 """Largest number of jobs to place for which the exact solver is used by default: with three jobs per GPU its
@@ -132,10 +133,8 @@ class _Problem:
     def _score(self, groups: list[tuple[int, ...]], memory: np.ndarray) -> np.ndarray:
         out = np.full(len(groups), -np.inf)
         sizes = np.fromiter(map(len, groups), dtype=np.int64, count=len(groups))
-        k = max(int(sizes.max(initial=0)), 1)
-        idx = np.full((len(groups), k), -1, dtype=np.int64)
         flat = np.fromiter((j for g in groups for j in g), dtype=np.int64, count=int(sizes.sum()))
-        idx[np.repeat(np.arange(len(groups)), sizes), np.arange(len(flat)) - np.repeat(np.cumsum(sizes) - sizes, sizes)] = flat
+        idx = padded(flat, sizes, width=max(int(sizes.max(initial=0)), 1))
         present = idx >= 0
         need = outcome.memory_need_gib(np.where(present, self.peak[np.where(present, idx, 0)], np.nan), present)
         ok = (sizes <= self.max_per_gpu) & (need <= memory)
