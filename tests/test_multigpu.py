@@ -393,7 +393,7 @@ def test_measure_over_four_fake_gpus_killed_and_resumed(tmp_path):
     out = tmp_path / "camp"
     base = [sys.executable, "-m", "colopred", "measure", "--out", str(out), "--device", "cpu", "--tiny", "--no-nvml", "--fake-gpus", "-q",
             "--no-progress", "--min-iters", "3", "--max-window-s", "3", "--gpus", "0,1,2,3"]
-    start = base + ["--jobs", "resnet18-b2-fp32,dlrm-b8-fp32,lstm_lm-b2-fp32", "--sets", "pairs+triples", "--mode", "timeslice",
+    start = base + ["--jobs", "resnet18-b2-fp32,dlrm-b8-fp32,lstm_lm-b2-fp32", "--sets", "pairs", "--mode", "timeslice",
                     "--repeat-frac", "0", "--cross-gpu-frac", "0.5"]
     p = subprocess.Popen(start, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 240
@@ -402,6 +402,7 @@ def test_measure_over_four_fake_gpus_killed_and_resumed(tmp_path):
         if sum(sum(1 for _ in iter_records(f)) for f in files) >= 4:
             break
         time.sleep(0.2)
+    assert p.poll() is None, "the campaign ended before it could be killed"
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
     seen = {f.name: [r["window_id"] for r in iter_records(f)] for f in out.glob("windows.shard*.jsonl")}
@@ -416,3 +417,26 @@ def test_measure_over_four_fake_gpus_killed_and_resumed(tmp_path):
     assert (out / "logs" / "shard0.log").exists()
     t = subprocess.run([sys.executable, "-m", "colopred", "table", "--by-gpu", str(out)], cwd=ROOT, env=ENV, capture_output=True, text=True)
     assert t.returncode == 0 and "windows per minute" in t.stdout and "GPU-fake-3" in t.stdout and "cross-GPU agreement" in t.stdout
+
+
+def test_gpu_session_spreads_campaigns_over_the_gpus_and_keeps_the_one_gpu_baseline(tmp_path):
+    """scripts/gpu_session.py --gpus all: new campaigns get --gpus all and --cross-gpu-frac, resumed ones --gpus
+    all, those in --one-gpu-campaigns --gpus 0 (the scaling baseline), each at most --campaign-budget-s long."""
+    import argparse
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_session", ROOT / "scripts" / "gpu_session.py")
+    gs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gs)
+    calls = []
+    gs.sh = lambda cmd, timeout, log_path=None, env=None: (calls.append((cmd, timeout)) or (0, 1.0))
+    a = argparse.Namespace(measure_extra="", gpus="all", cross_gpu_frac=0.25, one_gpu_campaigns=["one"], campaign_budget_s=200.0,
+                           budget_s=540.0)
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "campaign.json").write_text("{}")
+    for name in ("multi", "one", "old"):
+        gs.run_measure(tmp_path, a, tmp_path / name, ["--jobs", "x,y"], False, "", tmp_path / "log")
+    (multi, t1), (one, _), (old, _) = calls
+    assert multi[multi.index("--gpus") + 1] == "all" and multi[multi.index("--cross-gpu-frac") + 1] == "0.25" and t1 == 200.0
+    assert one[one.index("--gpus") + 1] == "0" and "--cross-gpu-frac" not in one
+    assert old[old.index("--gpus") + 1] == "all" and "--resume" in old and "--jobs" not in old

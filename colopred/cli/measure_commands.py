@@ -102,7 +102,7 @@ def _measure_sharded(a, camp, gpus: list[int] | None, log) -> int:
     if gpus is None:  # a resume without --gpus: the first GPUs of the node
         gpus = list(range(cfg.shards // (a.nodes or 1)))
     shards = node_shards(cfg, len(gpus), node, a.nodes)
-    sharded = ShardedCampaign(camp.out_dir)
+    sharded = ShardedCampaign.of(camp)
     t0 = time.monotonic()
     codes = sharded.run(gpus, subprocess_launcher(camp.out_dir, _pool_args(a)), shards=shards, log=log)
     minutes = (time.monotonic() - t0) / 60

@@ -113,16 +113,28 @@ def shard_command(out_dir: Path, shard: int, gpu_index: int, pool_args: list[str
             "--gpu-index", str(gpu_index), "--mps-dir", f"{mps_base}/gpu{gpu_index}", *pool_args]
 
 
+def _die_with_parent() -> None:
+    """In a shard process before it runs (Linux): SIGTERM it when the coordinator dies, even by SIGKILL, so no
+    orphaned shard goes on measuring (a shard stops its workers and MPS daemon on SIGTERM)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def subprocess_launcher(out_dir: Path, pool_args: list[str], mps_base: str = MPS_BASE_DIR) -> Launcher:
-    """Starts shard processes in the coordinator's process group (a signal to the group stops them all), each
-    logging to ``logs/shardK.log`` in the campaign folder."""
+    """Starts shard processes in the coordinator's process group (a signal to the group stops them all; on Linux
+    they are also stopped when the coordinator dies), each logging to ``logs/shardK.log`` in the campaign folder."""
     logs = Path(out_dir) / "logs"
 
     def launch(shard: int, gpu_index: int) -> subprocess.Popen:
         logs.mkdir(parents=True, exist_ok=True)
         with open(logs / f"shard{shard}.log", "a") as f:
             return subprocess.Popen(shard_command(out_dir, shard, gpu_index, pool_args, mps_base), stdout=f,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=shard_env(gpu_index))
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=shard_env(gpu_index),
+                                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
 
     return launch
 
@@ -135,6 +147,13 @@ class ShardedCampaign:
         self.campaign = Campaign(out_dir, config, resume=resume)
         self.config = self.campaign.config
         self.out_dir = self.campaign.out_dir
+
+    @classmethod
+    def of(cls, campaign: Campaign) -> "ShardedCampaign":
+        """The sharded campaign of an already checked :class:`Campaign` (new or resumed)."""
+        self = cls.__new__(cls)
+        self.campaign, self.config, self.out_dir = campaign, campaign.config, campaign.out_dir
+        return self
 
     def shard(self, k: int) -> Campaign:
         return Campaign(self.out_dir, None, resume=True, shard=k)

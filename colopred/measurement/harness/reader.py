@@ -387,7 +387,7 @@ def cross_gpu_agreement(windows: pd.DataFrame) -> pd.DataFrame:
         out.append({"mode": mode, "gpu_key": key, "gpu": name_of.get(key), "gpu_index": None if idx is None else int(idx), "n": len(g),
                     "bias_pct": float(g["d"].mean()), "abs_pct": float(a.mean()), "abs_se": se, "noise_pct": nz, "n_noise": nn,
                     "agrees": agrees})
-    return pd.DataFrame(out, columns=cols)
+    return pd.DataFrame(out, columns=cols).astype({"gpu_index": "Int64"})
 
 
 def _union_minutes(intervals: list[tuple[float, float]]) -> float:
@@ -423,4 +423,4 @@ def throughput_by_gpu(windows: pd.DataFrame) -> pd.DataFrame:
             idx = g["gpu_index"].dropna()
             out.append({"campaign": campaign, "gpu_key": key, "gpu_index": int(idx.iloc[0]) if key != "all" and len(idx) else None,
                         "windows": len(g), "minutes": minutes, "windows_per_min": len(g) / minutes if minutes > 0 else np.nan})
-    return pd.DataFrame(out, columns=cols)
+    return pd.DataFrame(out, columns=cols).astype({"gpu_index": "Int64"})
