@@ -440,3 +440,17 @@ def test_gpu_session_spreads_campaigns_over_the_gpus_and_keeps_the_one_gpu_basel
     assert multi[multi.index("--gpus") + 1] == "all" and multi[multi.index("--cross-gpu-frac") + 1] == "0.25" and t1 == 200.0
     assert one[one.index("--gpus") + 1] == "0" and "--cross-gpu-frac" not in one
     assert old[old.index("--gpus") + 1] == "all" and "--resume" in old and "--jobs" not in old
+
+
+def test_resuming_on_another_number_of_gpus_is_one_line(tmp_path, capsys):
+    from colopred.cli import main
+
+    run_shards(tmp_path / "c", cfg(shards=4))
+    one = tmp_path / "one"
+    Campaign(one, cfg(shards=1)).run(lambda m, j: FakeGpu(m, j))
+    for out, gpus, needle in ((tmp_path / "c", "0,1", "spread over 4 GPUs; --gpus names 2"),
+                              (one, "0,1", "planned for one GPU; --gpus names 2")):
+        assert main(["measure", "--out", str(out), "--resume", "--gpus", gpus, "--device", "cpu", "--no-nvml"]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1
+    assert not (tmp_path / "c" / "logs").exists()

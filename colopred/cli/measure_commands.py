@@ -50,6 +50,8 @@ def cmd_measure(a) -> int:
 
     gpu_index = None
     if gpus is not None:  # one GPU of the node: its workers see only it
+        if len(gpus) != 1:
+            raise ColopredError(f"{out}: the campaign was planned for one GPU; --gpus names {len(gpus)}")
         (gpu_index,) = gpus
         os.environ.update(CUDA_VISIBLE_DEVICES=str(gpu_index), CUDA_DEVICE_ORDER="PCI_BUS_ID")
     factory = make_pool_factory(device=a.device, tiny=a.tiny, use_nvml=not a.no_nvml, park_idle=a.park_idle, gpu_index=gpu_index,
@@ -92,8 +94,7 @@ def _measure_shard(a, out: Path, log) -> int:
 
 
 def _measure_sharded(a, camp, gpus: list[int] | None, log) -> int:
-    from ..measurement.harness.multigpu import ShardedCampaign, node_shards, subprocess_launcher
-    from ..measurement.harness.reader import read_windows
+    from ..measurement.harness.multigpu import ShardedCampaign, node_shards, shard_record_counts, subprocess_launcher
     from . import err
 
     cfg = camp.config
@@ -103,19 +104,19 @@ def _measure_sharded(a, camp, gpus: list[int] | None, log) -> int:
         gpus = list(range(cfg.shards // (a.nodes or 1)))
     shards = node_shards(cfg, len(gpus), node, a.nodes)
     sharded = ShardedCampaign.of(camp)
+    before = shard_record_counts(camp.out_dir) if camp.out_dir.is_dir() else {}
     t0 = time.monotonic()
     codes = sharded.run(gpus, subprocess_launcher(camp.out_dir, _pool_args(a)), shards=shards, log=log)
     minutes = (time.monotonic() - t0) / 60
-    have = [k for k in shards if (camp.out_dir / f"windows.shard{k}.jsonl").exists()]
-    if have:
-        w = read_windows([camp.out_dir / f"windows.shard{k}.jsonl" for k in have])
-        run_now = w[w["run_id"].notna()]
-        log(f"{len(w)} windows recorded on {len(have)} GPU(s); this run: {len(run_now)} windows in {minutes:.1f} min")
+    after = shard_record_counts(camp.out_dir)
+    now = sum(after.get(k, 0) - before.get(k, 0) for k in shards)
+    log(f"{now} windows recorded on {len(shards)} GPU(s) in {minutes:.1f} min ({now / max(minutes, 1e-9):.1f} per minute; "
+        f"per GPU: colopred table --by-gpu {camp.out_dir})")
     bad = sorted(k for k, rc in codes.items() if rc != 0)
     if bad:
         err(f"{camp.out_dir}: shard(s) {', '.join(map(str, bad))} did not finish (see logs/shard*.log there); continue with --resume")
         return 1
-    log(f"all {len(shards)} shards done; records in {camp.out_dir}/windows.shard*.jsonl (colopred table --by-gpu {camp.out_dir})")
+    log(f"all {len(shards)} shards done; records in {camp.out_dir}/windows.shard*.jsonl")
     return 0
 
 

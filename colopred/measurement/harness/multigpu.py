@@ -164,7 +164,7 @@ class ShardedCampaign:
         return len(c.plan) - len(c.done_ids())
 
     def run(self, gpus: list[int], launch: Launcher, *, shards: list[int] | None = None,
-            log: Callable[[str], None] = lambda s: None, poll_s: float = 0.5) -> dict[int, int]:
+            log: Callable[[str], None] = lambda s: None, poll_s: float = 0.5, progress_s: float = 60.0) -> dict[int, int]:
         """Run ``shards`` (default: all) on ``gpus`` (one each, in order) until each finished, failed for good, or
         died more than ``MAX_SHARD_RESTARTS`` times. Returns each shard's last exit code (0: its plan is done)."""
         shards = list(range(self.config.shards)) if shards is None else shards
@@ -186,9 +186,15 @@ class ShardedCampaign:
                     continue
                 log(f"shard {k} on GPU {gpu_of[k]}: {left} windows to run")
                 running[k] = launch(k, gpu_of[k])
+            total = sum(len(self.shard(k).plan) for k in shards)
+            shown = time.monotonic()
             try:
                 while running:
                     time.sleep(poll_s)
+                    if time.monotonic() - shown >= progress_s:  # records so far (retries included), from the files' lines
+                        shown = time.monotonic()
+                        lines = sum(_lines(self.out_dir / records_name(k)) for k in shards)
+                        log(f"{lines} of {total} windows recorded; {len(running)} shard(s) measuring")
                     for k, p in list(running.items()):
                         rc = p.poll()
                         if rc is None:
@@ -207,6 +213,13 @@ class ShardedCampaign:
                 stop_all(running.values())
                 raise
         return codes
+
+
+def _lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
 
 
 def stop_all(procs) -> None:
