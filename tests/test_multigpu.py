@@ -454,3 +454,46 @@ def test_resuming_on_another_number_of_gpus_is_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert needle in err and err.count("\n") == 1
     assert not (tmp_path / "c" / "logs").exists()
+
+
+@pytest.mark.parametrize("visible, clients_keep", [("2", False), ("GPU-3b1c", True)])
+def test_each_gpus_mps_daemon_sees_its_gpu_and_its_clients_keep_only_a_uuid(tmp_path, monkeypatch, visible, clients_keep):
+    """A shard's MPS daemon starts with the shard's CUDA_VISIBLE_DEVICES and its own pipe and log folders; the MPS
+    server remaps the GPU to the clients' device 0, so workers keep a UUID there but not an index (NVIDIA's MPS
+    docs). Run with a stand-in nvidia-cuda-mps-control that records its environment."""
+    from colopred.measurement.harness.mps import MpsDaemon
+    from colopred.measurement.harness.multigpu import shard_command, shard_env
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    seen = tmp_path / "seen"
+    (bin_dir / "nvidia-cuda-mps-control").write_text(
+        f'#!/bin/sh\necho "$* visible=$CUDA_VISIBLE_DEVICES pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY" >> {seen}\ncat > /dev/null\n')
+    (bin_dir / "nvidia-cuda-mps-control").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    cmd = shard_command(tmp_path / "c", 1, 2, [], mps_base=str(tmp_path / "mps"))
+    d = MpsDaemon(cmd[cmd.index("--mps-dir") + 1])
+    d.start()
+    assert (os.environ.get("CUDA_VISIBLE_DEVICES") == visible) is clients_keep
+    assert os.environ["CUDA_MPS_PIPE_DIRECTORY"] == str(tmp_path / "mps" / "gpu2" / "pipe")
+    d.stop()
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == visible and "CUDA_MPS_PIPE_DIRECTORY" not in os.environ
+    start, quit_ = seen.read_text().splitlines()
+    assert start == f"-d visible={visible} pipe={tmp_path}/mps/gpu2/pipe log={tmp_path}/mps/gpu2/log" and quit_.startswith(" visible=")
+    assert shard_env(2, {}, uuid="GPU-3b1c") == {"CUDA_VISIBLE_DEVICES": "GPU-3b1c", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert shard_env(2, {})["CUDA_VISIBLE_DEVICES"] == "2"
+
+
+def test_campaign_sbatch_writes_the_script_and_refuses_what_the_script_sets(tmp_path, capsys):
+    from colopred.cli import main
+
+    out = tmp_path / "c1.sbatch"
+    assert main(["campaign", "sbatch", "--root", str(tmp_path / "runs"), "--nodes", "2", "--gpus-per-node", "4", "-q", "-o", str(out),
+                 "--sbatch=--partition=gpu", "--", "--jobs", "a,b", "--sets", "pairs", "--mode", "mps", "--park-idle"]) == 0
+    text = out.read_text()
+    assert "#SBATCH --array=0-1" in text and "#SBATCH --gres=gpu:4" in text and "#SBATCH --partition=gpu" in text
+    assert "--jobs a,b --sets pairs --mode mps --park-idle --no-progress" in text and (tmp_path / "runs" / "logs").is_dir()
+    assert subprocess.run(["bash", "-n", str(out)]).returncode == 0
+    assert main(["campaign", "sbatch", "--root", "r", "--nodes", "2", "--gpus-per-node", "4", "--", "--out", "x"]) == 2
+    assert "--out is set by the script" in capsys.readouterr().err

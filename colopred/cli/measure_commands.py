@@ -94,7 +94,7 @@ def _measure_shard(a, out: Path, log) -> int:
 
 
 def _measure_sharded(a, camp, gpus: list[int] | None, log) -> int:
-    from ..measurement.harness.multigpu import ShardedCampaign, node_shards, shard_record_counts, subprocess_launcher
+    from ..measurement.harness.multigpu import ShardedCampaign, gpu_uuids, node_shards, shard_record_counts, subprocess_launcher
     from . import err
 
     cfg = camp.config
@@ -106,7 +106,8 @@ def _measure_sharded(a, camp, gpus: list[int] | None, log) -> int:
     sharded = ShardedCampaign.of(camp)
     before = shard_record_counts(camp.out_dir) if camp.out_dir.is_dir() else {}
     t0 = time.monotonic()
-    codes = sharded.run(gpus, subprocess_launcher(camp.out_dir, _pool_args(a)), shards=shards, log=log)
+    uuids = gpu_uuids(gpus) if a.device.startswith("cuda") else {}
+    codes = sharded.run(gpus, subprocess_launcher(camp.out_dir, _pool_args(a), uuids=uuids), shards=shards, log=log)
     minutes = (time.monotonic() - t0) / 60
     after = shard_record_counts(camp.out_dir)
     now = sum(after.get(k, 0) - before.get(k, 0) for k in shards)

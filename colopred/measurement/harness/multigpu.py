@@ -99,12 +99,34 @@ def node_shards(config: CampaignConfig, n_gpus: int, node: int | None, nodes: in
     return list(range(node * n_gpus, (node + 1) * n_gpus))
 
 
-def shard_env(gpu_index: int, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a shard process: only its GPU visible, indices in PCI bus order (NVML's order)."""
+def shard_env(gpu_index: int, base: dict[str, str] | None = None, uuid: str | None = None) -> dict[str, str]:
+    """The environment of a shard process: only its GPU visible, by UUID where known (the MPS server remaps indices;
+    a UUID means the same GPU to the daemon and its clients), else by index in PCI bus order (NVML's order)."""
     env = dict(os.environ if base is None else base)
-    env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
+    env["CUDA_VISIBLE_DEVICES"] = uuid or str(gpu_index)
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     return env
+
+
+def gpu_uuids(indices: list[int]) -> dict[int, str]:
+    """{NVML index: UUID} of the GPUs that NVML can name (empty without NVML)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no NVML, no driver: indices will do
+        return {}
+    out = {}
+    try:
+        for i in indices:
+            try:
+                u = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
+                out[i] = u.decode() if isinstance(u, bytes) else u
+            except pynvml.NVMLError:
+                pass
+    finally:
+        pynvml.nvmlShutdown()
+    return out
 
 
 def shard_command(out_dir: Path, shard: int, gpu_index: int, pool_args: list[str], mps_base: str = MPS_BASE_DIR) -> list[str]:
@@ -124,7 +146,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def subprocess_launcher(out_dir: Path, pool_args: list[str], mps_base: str = MPS_BASE_DIR) -> Launcher:
+def subprocess_launcher(out_dir: Path, pool_args: list[str], mps_base: str = MPS_BASE_DIR, uuids: dict[int, str] | None = None) -> Launcher:
     """Starts shard processes in the coordinator's process group (a signal to the group stops them all; on Linux
     they are also stopped when the coordinator dies), each logging to ``logs/shardK.log`` in the campaign folder."""
     logs = Path(out_dir) / "logs"
@@ -133,7 +155,7 @@ def subprocess_launcher(out_dir: Path, pool_args: list[str], mps_base: str = MPS
         logs.mkdir(parents=True, exist_ok=True)
         with open(logs / f"shard{shard}.log", "a") as f:
             return subprocess.Popen(shard_command(out_dir, shard, gpu_index, pool_args, mps_base), stdout=f,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=shard_env(gpu_index),
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=shard_env(gpu_index, uuid=(uuids or {}).get(gpu_index)),
                                     preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
 
     return launch

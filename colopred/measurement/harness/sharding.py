@@ -3,9 +3,8 @@
 Each shard is a campaign of its own on one GPU: :func:`make_plan` of the shard's sets and their jobs, so every
 slowdown a shard measures has its solo windows measured on the same GPU (opening, interleaved and closing solo
 windows of each of its jobs). Sets are given to shards by expected measuring time, longest first, each to the
-shard where it adds the least to the most loaded one (Graham's LPT rule, within 4/3 of the optimal makespan;
-Graham 1969): a set costs its expected window seconds, and a job new to a shard also costs the shard its solo
-windows. ``cross_gpu_frac`` of the sets are measured a second time on another shard (the least loaded one), so the
+shard it leaves least loaded (Graham's LPT rule, within 4/3 of the optimal makespan for equal costs; Graham
+1969): a set costs its expected window seconds, and a job new to a shard also costs the shard its solo windows. ``cross_gpu_frac`` of the sets are measured a second time on another shard (the least loaded one), so the
 campaign itself tells whether the GPUs agree (:func:`reader.cross_gpu_agreement`).
 
 Window ids are ``sK/ID`` (``ID`` as in a one-GPU plan), unique within the campaign; shard K's records go to
