@@ -21,6 +21,12 @@ Everything is written under --out (default $OUT) as one tarball plus a summary, 
 the device tool returns at most 8 files.
 
   PYTHONPATH=. python3 scripts/gpu_session.py --steps env,smoke,gpm,ncucost,ncu --budget-s 480
+
+A campaign over all GPUs of the node beside the same sets on GPU 0 alone (windows per minute, cross-GPU agreement):
+
+  PYTHONPATH=. python3 scripts/gpu_session.py --steps env,measure,bygpu --gpus all --one-gpu-campaigns one \
+      --campaigns runs/one=scripts/sets/h100-c1-repeat.txt,runs/multi=scripts/sets/h100-c1-repeat.txt \
+      --measure-mode mps --cross-gpu-frac 0.25 --campaign-budget-s 240 --budget-s 560
 """
 
 from __future__ import annotations
