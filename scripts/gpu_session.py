@@ -12,12 +12,21 @@ Steps (``--steps``, comma separated, run in this order):
   parkcheck solo windows of --parkcheck-jobs with idle workers parked and resident, alternating
             (ABBA over --parkcheck-rounds), on one machine -> parkcheck.csv (reader.park_effect)
   measure   `colopred measure` campaigns (--campaigns DIR=SETS,... or --campaign-dir), each resumed if it
-            exists, in order, stopped at the budget
+            exists, in order, stopped at the budget (or --campaign-budget-s each); --gpus all spreads each over
+            the node's GPUs (one shard per GPU), except those named in --one-gpu-campaigns (GPU 0 alone)
+  bygpu     `colopred table --by-gpu` of every campaign measured: windows per minute per GPU (and against the
+            one-GPU campaigns), cross-GPU agreement -> bygpu.txt, cross_gpu.csv
 
 Everything is written under --out (default $OUT) as one tarball plus a summary, since
 the device tool returns at most 8 files.
 
   PYTHONPATH=. python3 scripts/gpu_session.py --steps env,smoke,gpm,ncucost,ncu --budget-s 480
+
+A campaign over all GPUs of the node beside the same sets on GPU 0 alone (windows per minute, cross-GPU agreement):
+
+  PYTHONPATH=. python3 scripts/gpu_session.py --steps env,measure,bygpu --gpus all --one-gpu-campaigns one \
+      --campaigns runs/one=scripts/sets/h100-c1-repeat.txt,runs/multi=scripts/sets/h100-c1-repeat.txt \
+      --measure-mode mps --cross-gpu-frac 0.25 --campaign-budget-s 240 --budget-s 560
 """
 
 from __future__ import annotations
@@ -213,16 +222,31 @@ def _campaigns(a) -> list[tuple[Path, str, list[str]]]:
     return out
 
 
+def _gpus_of(a, d: Path) -> str:
+    """The --gpus of campaign ``d``: none (one GPU, as before), 0 for a one-GPU baseline of a scaling check, else --gpus."""
+    if not getattr(a, "gpus", ""):
+        return ""
+    return "0" if d.name in getattr(a, "one_gpu_campaigns", []) else a.gpus
+
+
 def run_measure(work: Path, a, d: Path, plan: list[str], park: bool, about: str, log_path: Path) -> int:
     """`colopred measure` into ``d``: resumed if ``d`` holds a campaign, else a new one planned by ``plan``."""
     args = ["measure", "--out", str(d), "--no-progress", "-v", *a.measure_extra.split()] + (["--park-idle"] if park else [])
+    gpus = _gpus_of(a, d)
+    if gpus:
+        args += ["--gpus", gpus]
     if (d / "campaign.json").exists():
         args.append("--resume")
-        log(f"resuming campaign in {d}")
+        log(f"resuming campaign in {d}" + (f" on GPUs {gpus}" if gpus else ""))
     else:
         args += plan
-        log(f"new campaign in {d}: {about}")
-    rc, sec = sh(colopred(*args), timeout=a.budget_s - elapsed() - 10, log_path=log_path)
+        if gpus and gpus != "0" and getattr(a, "cross_gpu_frac", 0):
+            args += ["--cross-gpu-frac", str(a.cross_gpu_frac)]
+        log(f"new campaign in {d}: {about}" + (f" on GPUs {gpus}" if gpus else ""))
+    limit = a.budget_s - elapsed() - 10
+    if getattr(a, "campaign_budget_s", None):
+        limit = min(limit, a.campaign_budget_s)
+    rc, sec = sh(colopred(*args), timeout=limit, log_path=log_path)
     log(f"measure {d.name} rc={rc} in {sec:.0f} s")
     return rc
 
@@ -263,8 +287,19 @@ def step_parkcheck(work: Path, a) -> None:
         log("parkcheck:\n" + table.to_string(index=False))
 
 
+def step_bygpu(work: Path, a) -> None:
+    """Windows per minute per GPU and cross-GPU agreement of the campaigns measured (``colopred table --by-gpu``)."""
+    dirs = [str(d) for d, _, _ in a.campaign_list if (d / "campaign.json").exists()]
+    if not dirs:
+        log("bygpu: no campaign")
+        return
+    rc, _ = sh(colopred("table", "--by-gpu", *dirs, "-o", str(work / "cross_gpu.csv")), timeout=max(a.budget_s - elapsed(), 30),
+               log_path=work / "bygpu.txt")
+    log(f"bygpu rc={rc}:\n" + (work / "bygpu.txt").read_text()[-3000:])
+
+
 STEPS = {"env": step_env, "smoke": step_smoke, "gpm": step_gpm, "ncucost": step_ncucost, "ncu": step_ncu, "timeline": step_timeline,
-         "parkcheck": step_parkcheck, "measure": step_measure}
+         "parkcheck": step_parkcheck, "measure": step_measure, "bygpu": step_bygpu}
 
 
 def main() -> None:
@@ -288,6 +323,10 @@ def main() -> None:
     ap.add_argument("--campaigns", default="", help="DIR=SETSFILE,... measured in order, jobs from each sets file")
     ap.add_argument("--parkcheck-jobs", default="gpt2_small-b8-bf16,vgg16-b256-fp32,resnet18-b16-fp32,mobilenet_v2-b32-fp32-loader")
     ap.add_argument("--parkcheck-rounds", type=int, default=2, help="each round: one parked and one resident campaign")
+    ap.add_argument("--gpus", default="", help="measure step: spread each campaign over these GPUs (all, or 0,1,...)")
+    ap.add_argument("--cross-gpu-frac", type=float, default=0.25, help="with --gpus: fraction of sets measured on two GPUs")
+    ap.add_argument("--one-gpu-campaigns", default="", help="with --gpus: campaign folder names measured on GPU 0 alone (scaling baseline)")
+    ap.add_argument("--campaign-budget-s", type=float, default=None, help="measure step: at most this long per campaign")
     ap.add_argument("--measure-extra", default="", help=argparse.SUPPRESS)  # e.g. "--device cpu --tiny" in tests
     ap.add_argument("--work", default="runs/session")
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
@@ -298,6 +337,7 @@ def main() -> None:
     a.gpm_jobs = [j for j in a.gpm_jobs.split(",") if j]
     a.keep_trace_jobs = [j for j in a.keep_trace_jobs.split(",") if j]
     a.parkcheck_jobs = [j for j in a.parkcheck_jobs.split(",") if j]
+    a.one_gpu_campaigns = [j for j in a.one_gpu_campaigns.split(",") if j]
     a.campaign_list = _campaigns(a)
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)

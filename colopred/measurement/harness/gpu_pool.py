@@ -68,7 +68,7 @@ class GpuWorkerPool:
 
     def __init__(self, mode: str, jobs: tuple[str, ...], *, device: str = "cuda", tiny: bool = False,
                  mps_dir: str = "/tmp/colopred-mps", use_nvml: bool = True, prestart: int = 4, park_idle: bool = False,
-                 log=lambda s: None):
+                 gpu_index: int | None = None, fake_gpu_uuid: str | None = None, log=lambda s: None):
         self.mode = mode
         self.device = device
         self.tiny = tiny
@@ -85,11 +85,17 @@ class GpuWorkerPool:
         self.gpu_name = None
         self.driver = None
         self.gpu_uuid = None
+        # The GPU's index on its node (NVML's order; a shard of a multi-GPU campaign sees only this GPU, as CUDA's 0).
+        self.gpu_index = gpu_index
         self.memory_gib = 1e9 if device == "cpu" else 80.0
+        if fake_gpu_uuid is not None:  # tests: CPU workers standing for one GPU of a fake multi-GPU node
+            if device != "cpu":
+                raise GpuError("a fake GPU identity is for CPU workers only")
+            self.gpu_name, self.gpu_uuid = "fake GPU (CPU workers)", fake_gpu_uuid
         if use_nvml:
             from ..nvml import Nvml
 
-            self.nvml = Nvml(0)
+            self.nvml = Nvml(gpu_index or 0)
             self.gpu_name, self.driver, self.memory_gib = self.nvml.gpu_name, self.nvml.driver, self.nvml.memory_gib
             self.gpu_uuid = self.nvml.uuid
         self.mps: MpsDaemon | None = None

@@ -44,8 +44,16 @@ class CampaignConfig:
     min_window_s: float = 1.5
     max_window_s: float = 20.0
     warmup_s: float = 0.4
+    shards: int = 1  # GPUs the campaign is spread over (``sharding.shard_plans``); 1: one GPU, ``make_plan``
+    cross_gpu_frac: float = 0.0  # fraction of the sets measured on a second GPU too (cross-GPU agreement)
 
     def __post_init__(self):
+        if not isinstance(self.shards, int) or isinstance(self.shards, bool) or self.shards < 1:
+            raise ValueError(f"the number of GPUs (shards) must be a positive integer, not {self.shards!r}")
+        if not 0.0 <= self.cross_gpu_frac <= 1.0:
+            raise ValueError(f"--cross-gpu-frac must lie in [0, 1], not {self.cross_gpu_frac!r}")
+        if self.cross_gpu_frac > 0 and self.shards < 2:
+            raise ValueError("--cross-gpu-frac needs a campaign over at least two GPUs")
         for m in self.modes:
             if m not in MODES:
                 raise ValueError(f"unknown mode {m!r} (use {' or '.join(MODES)})")
@@ -64,6 +72,8 @@ class CampaignConfig:
         d["jobs"] = list(self.jobs)
         d["sets"] = ["+".join(s) for s in self.sets]
         d["modes"] = list(self.modes)
+        if self.shards == 1 and self.cross_gpu_frac == 0.0:  # a one-GPU campaign.json reads as before issue 25
+            del d["shards"], d["cross_gpu_frac"]
         return d
 
     @classmethod
