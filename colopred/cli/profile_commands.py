@@ -141,7 +141,8 @@ def cmd_run(a) -> int:
     check_output(a.output)
     log = log_of(a)
     p = profile_command(cmd, name=name, iterations=a.iterations, warmup=a.warmup, replay_mode=a.replay_mode,
-                        metric_set=a.metric_set, keep_csv=Path(a.keep_csv) if a.keep_csv else None, log=log)
+                        metric_set=a.metric_set, keep_csv=Path(a.keep_csv) if a.keep_csv else None, timeline=not a.no_timeline,
+                        log=log)
     p.to_json(a.output)
     log(f"wrote {a.output}")
     return 0
@@ -222,6 +223,8 @@ def add_commands(sub) -> None:
             p.add_argument("--metric-set", choices=("full", "minimal"), default="full",
                            help="ncu metrics: minimal (duration, DRAM, occupancy) or full (also SM, L2, launch statistics)")
             p.add_argument("--keep-csv", help="also keep the ncu CSV here")
+            p.add_argument("--no-timeline", action="store_true",
+                           help="skip the traced run that sets the stream overlap from a solo timeline (then it counts as 1)")
         else:
             p.add_argument("--timing-iters", type=int, default=50, help="iterations timed while sampling")
             p.add_argument("--interval", type=float, default=0.1, help="GPM sampling interval, s")

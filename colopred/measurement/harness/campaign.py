@@ -296,6 +296,9 @@ class Campaign:
             "park_idle": bool(getattr(pool, "park_idle", False)),  # idle workers' state kept in host memory
             "run_id": self.run_id,
         }
+        commands = [c.to_dict() for c in self.config.commands if c.name in w.jobs]
+        if commands:  # jobs that are training commands: what ran (harness.commands)
+            rec["commands"] = commands
         if w.kind == "colo":
             need = [solo_mem.get((w.mode, j)) for j in w.jobs]
             if all(x is not None for x in need):

@@ -21,6 +21,7 @@ from pathlib import Path
 from ...constants import MODES
 from ...errors import InputError
 from ...io import write_text_atomic
+from .commands import JobCommand
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class CampaignConfig:
     min_window_s: float = 1.5
     max_window_s: float = 20.0
     warmup_s: float = 0.4
+    commands: tuple[JobCommand, ...] = ()  # jobs that are training commands, not zoo jobs (harness.commands)
 
     def __post_init__(self):
         for m in self.modes:
@@ -58,12 +60,18 @@ class CampaignConfig:
             missing = [j for j in s if j not in known]
             if missing:
                 raise ValueError(f"set {'+'.join(s)} uses job(s) not in --jobs: {', '.join(missing)}")
+        stray = [c.name for c in self.commands if c.name not in known]
+        if stray:
+            raise ValueError(f"command job(s) not in --jobs: {', '.join(stray)}")
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["jobs"] = list(self.jobs)
         d["sets"] = ["+".join(s) for s in self.sets]
         d["modes"] = list(self.modes)
+        d["commands"] = [c.to_dict() for c in self.commands]
+        if not self.commands:
+            del d["commands"]  # a zoo campaign's settings stay as before
         return d
 
     @classmethod
@@ -72,6 +80,7 @@ class CampaignConfig:
         d["jobs"] = tuple(d["jobs"])
         d["sets"] = tuple(tuple(s.split("+")) for s in d["sets"])
         d["modes"] = tuple(d["modes"])
+        d["commands"] = tuple(JobCommand.from_dict(c) for c in d.get("commands", ()))
         return cls(**d)
 
     def save(self, path: Path) -> None:
