@@ -24,6 +24,8 @@ def cmd_measure(a) -> int:
             raise ColopredError("--jobs (or --jobs-file), --sets and --mode are required (or --resume alone to continue a campaign)")
         jobs, commands = _campaign_jobs(a.jobs, a.jobs_file)
         sets = expand_sets(a.sets, jobs, max_sets=a.max_sets, seed=a.seed)
+        if not sets:
+            raise ColopredError(f"--sets {a.sets} of {len(jobs)} job(s) makes no set to measure: list more jobs")
         modes = MODES if a.mode == "both" else (a.mode,)
         try:
             cfg = CampaignConfig(jobs=tuple(jobs), sets=tuple(sets), modes=modes, seed=a.seed, solo_every=a.solo_every,
