@@ -126,7 +126,8 @@ def _ncu_profile(work: Path, job: str, replay: str, metric_set: str, tag: str, t
     cdir.mkdir(exist_ok=True)
     out = pdir / f"{job}.{tag}.json"
     csv = cdir / f"{job}.{tag}.csv"
-    rc, s = sh(colopred("profile", "run", "--zoo", job, "--replay-mode", replay, "--metric-set", metric_set,
+    # --no-timeline: zoo jobs' stream overlap comes from the timeline step (profile timeline + profile overlap)
+    rc, s = sh(colopred("profile", "run", "--zoo", job, "--replay-mode", replay, "--metric-set", metric_set, "--no-timeline",
                         "--keep-csv", str(csv), "-o", str(out)), timeout=timeout, log_path=work / "ncu.log")
     r = {"job": job, "replay_mode": replay, "metric_set": metric_set, "rc": rc, "total_s": round(s, 1)}
     if rc == 0 and out.exists():

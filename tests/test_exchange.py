@@ -61,6 +61,7 @@ def test_export_import_round_trip_gives_the_same_training_set_and_model(tmp_path
 
 
 def test_a_hand_made_table_in_another_labs_format_imports_with_provenance(tmp_path, capsys):
+    assert not [f for f in DATA.rglob("*") if "lab_" in f.name or "lab_table" in f.name]  # hand-made: never in datasets/
     out = tmp_path / "lab"
     assert main(["import", str(LAB), "--out", str(out), *LAB_COLUMNS]) == 0, capsys.readouterr().err
     prov = json.loads((out / "campaigns" / "lab_table" / "import.json").read_text())
