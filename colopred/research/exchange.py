@@ -136,7 +136,7 @@ def read_table(path: str | os.PathLike) -> pd.DataFrame:
         return pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True, encoding="utf-8")
     except InputError:
         raise
-    except (pd.errors.EmptyDataError,) as e:
+    except pd.errors.EmptyDataError:
         raise InputError(path, "empty file: no header row") from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as e:
         raise InputError(path, f"not a readable table ({str(e).splitlines()[0][:80] if str(e) else e.__class__.__name__})") from None
