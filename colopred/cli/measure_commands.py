@@ -15,7 +15,6 @@ from ..errors import ColopredError, InputError
 def cmd_measure(a) -> int:
     from ..measurement.harness.campaign import Campaign, Progress
     from ..measurement.harness.plan import CampaignConfig, expand_sets
-    from ..measurement.zoo.registry import parse_jobs
     from . import log_of
 
     log = log_of(a)
@@ -25,22 +24,22 @@ def cmd_measure(a) -> int:
     if a.nodes is not None and (a.gpus is None or a.nodes < 1):
         raise ColopredError("--nodes needs --gpus (the GPUs of each node) and must be at least 1")
     gpus = None if a.gpus is None else _gpus(a)
-    if a.resume and not a.jobs:
+    if a.resume and not a.jobs and not a.jobs_file:
         camp = Campaign(out, None, resume=True)
     else:
-        if not a.jobs or not a.sets or not a.mode:
-            raise ColopredError("--jobs, --sets and --mode are required (or --resume alone to continue a campaign)")
-        try:
-            jobs = [s.name for s in parse_jobs(a.jobs)]
-        except ValueError as e:
-            raise ColopredError(str(e)) from None
+        if not (a.jobs or a.jobs_file) or not a.sets or not a.mode:
+            raise ColopredError("--jobs (or --jobs-file), --sets and --mode are required (or --resume alone to continue a campaign)")
+        jobs, commands = _campaign_jobs(a.jobs, a.jobs_file)
         sets = expand_sets(a.sets, jobs, max_sets=a.max_sets, seed=a.seed)
+        if not sets:
+            raise ColopredError(f"--sets {a.sets} of {len(jobs)} job(s) makes no set to measure: list more jobs")
         modes = MODES if a.mode == "both" else (a.mode,)
         try:
             shards = 1 if gpus is None else len(gpus) * (a.nodes or 1)
             cfg = CampaignConfig(jobs=tuple(jobs), sets=tuple(sets), modes=modes, seed=a.seed, solo_every=a.solo_every,
                                  repeat_frac=a.repeat_frac, min_iters=a.min_iters, max_window_s=a.max_window_s,
-                                 shards=shards, cross_gpu_frac=a.cross_gpu_frac)
+                                 shards=shards, cross_gpu_frac=a.cross_gpu_frac,
+                                 commands=tuple(commands[j] for j in jobs if j in commands))
         except ValueError as e:
             raise ColopredError(str(e)) from None
         camp = Campaign(out, cfg, resume=a.resume)
@@ -55,7 +54,7 @@ def cmd_measure(a) -> int:
         (gpu_index,) = gpus
         os.environ.update(CUDA_VISIBLE_DEVICES=str(gpu_index), CUDA_DEVICE_ORDER="PCI_BUS_ID")
     factory = make_pool_factory(device=a.device, tiny=a.tiny, use_nvml=not a.no_nvml, park_idle=a.park_idle, gpu_index=gpu_index,
-                                log=log.detail)
+                                commands={c.name: c for c in camp.config.commands}, log=log.detail)
     ran = camp.run(factory, progress=Progress(0, stream=None if a.quiet or a.no_progress else sys.stderr), log=log)
     log(f"{ran} windows measured; records in {camp.records_path}")
     return 0
@@ -87,7 +86,8 @@ def _measure_shard(a, out: Path, log) -> int:
         raise ColopredError("--fake-gpus is for CPU workers (--device cpu) only")
     camp = Campaign(out, None, resume=True, shard=a.shard)
     factory = make_pool_factory(device=a.device, tiny=a.tiny, use_nvml=not a.no_nvml, park_idle=a.park_idle, gpu_index=a.gpu_index,
-                                mps_dir=a.mps_dir, fake_gpu_uuid=f"GPU-fake-{a.gpu_index}" if a.fake_gpus else None, log=log.detail)
+                                mps_dir=a.mps_dir, fake_gpu_uuid=f"GPU-fake-{a.gpu_index}" if a.fake_gpus else None,
+                                commands={c.name: c for c in camp.config.commands}, log=log.detail)
     ran = camp.run(factory, log=log)
     log(f"shard {a.shard}: {ran} windows measured; records in {camp.records_path}")
     return 0
@@ -119,6 +119,29 @@ def _measure_sharded(a, camp, gpus: list[int] | None, log) -> int:
         return 1
     log(f"all {len(shards)} shards done; records in {camp.out_dir}/windows.shard*.jsonl")
     return 0
+
+
+def _campaign_jobs(names: str | None, jobs_file: str | None) -> tuple[list[str], dict]:
+    """(job names in order, {name: JobCommand}): ``names`` (comma separated) are zoo jobs or entries of the jobs file;
+    without ``names``, every entry of the jobs file."""
+    import re
+
+    from ..measurement.harness.commands import read_jobs_file
+    from ..measurement.zoo.registry import JobSpec
+
+    commands = read_jobs_file(jobs_file) if jobs_file else {}
+    listed = [n for n in re.split(r"[,\s]+", names.strip()) if n] if names else list(commands)
+    jobs: list[str] = []
+    for n in listed:
+        if n not in commands:
+            try:
+                n = JobSpec.parse(n).name
+            except ValueError as e:
+                raise ColopredError(f"--jobs: {e}" + (f" (nor an entry of {jobs_file})" if jobs_file else "")) from None
+        if n in jobs:
+            raise ColopredError(f"--jobs: job {n} is listed twice")
+        jobs.append(n)
+    return jobs, commands
 
 
 def cmd_table(a) -> int:
@@ -174,8 +197,10 @@ def add_commands(sub) -> None:
     from . import command
 
     p = command(sub, "measure", "measure solo and collocated iteration times on the GPU", cmd_measure,
-                "Measure solo and collocated iteration times of zoo jobs on the GPU (a campaign).")
-    p.add_argument("--jobs", help="zoo jobs, comma separated")
+                "Measure solo and collocated iteration times of zoo jobs and training commands on the GPU (a campaign).")
+    p.add_argument("--jobs", help="jobs, comma separated: zoo jobs, or entries of --jobs-file")
+    p.add_argument("--jobs-file", help="JSON naming training commands to measure beside zoo jobs (docs/formats.md); "
+                                       "without --jobs, all its entries")
     p.add_argument("--sets", help="pairs | triples | pairs+triples | FILE (one set per line, jobs joined by +)")
     p.add_argument("--mode", choices=(*MODES, "both"), help="sharing mode(s) to measure")
     p.add_argument("--out", required=True, help="campaign directory")

@@ -309,6 +309,9 @@ class Campaign:
         if self.shard is not None:  # harness 1.4: the shard and the GPU (index on its node) of a multi-GPU campaign
             rec["shard"] = self.shard
             rec["gpu_index"] = getattr(pool, "gpu_index", None)
+        commands = [c.to_dict() for c in self.config.commands if c.name in w.jobs]
+        if commands:  # jobs that are training commands: what ran (harness.commands)
+            rec["commands"] = commands
         if w.kind == "colo":
             need = [solo_mem.get((w.mode, j)) for j in w.jobs]
             if all(x is not None for x in need):

@@ -32,6 +32,7 @@ import pandas as pd
 
 from ...constants import SEGMENT_GAP_S
 from ...errors import InputError
+from ...schema import problems
 from ...runtime.outcome import delta as set_delta
 from ...runtime.outcome import normalised_throughput
 from .campaign import RECORDS_FILE, RETRIED_STATUSES
@@ -89,6 +90,9 @@ def read_windows(paths) -> pd.DataFrame:
                 raise InputError(f, f"record {seq - seq0 + 1}: {e}") from None
             except (KeyError, TypeError, AttributeError) as e:
                 raise InputError(f, f"record {seq - seq0 + 1} is not a window record (lacks or mistypes {e.args[0] if e.args else 'a field'!s:.40})") from None
+            bad = problems(r, "window_record")  # the rest of colopred/schemas/window_record.schema.json
+            if bad:
+                raise InputError(f, f"record {seq - seq0 + 1} is not a window record ({bad[0]}; colopred/schemas/window_record.schema.json)")
             at = first_of.get(row["window_id"])
             if at is not None:
                 if rows[at]["status"] not in RETRIED_STATUSES:
