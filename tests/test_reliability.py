@@ -233,8 +233,8 @@ def test_warnings_where_a_prediction_leaves_the_models_experience(mps):
     w = caught(lambda: mps.predict([a, odd]))
     assert len(w) == 1 and f"profile {b.name}: feature" in w[0] and "outside the model's training range" in w[0]
     gpm = profile("resnet18-b64-fp32", source="nvml").with_(name="gpm-job")
-    w = caught(lambda: mps.predict([a, gpm]))
-    assert any("gpm-job is an NVML GPM profile" in x and "sm_fill" in x for x in w)
+    with pytest.raises(ValueError, match="gpm-job an NVML GPM profile: a prediction reads profiles of one kind"):
+        mps.predict([a, gpm])  # refused, not a warning: the ncu model never predicts from a GPM profile
     from colopred.gpu import GpuInfo
 
     other = b.with_(gpu=GpuInfo.from_name("NVIDIA A100-SXM4-80GB"))

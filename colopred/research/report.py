@@ -103,6 +103,13 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         "of its co-runners'. The row \"contention baseline (fitted)\" is that baseline alone. Intervals: 5%/95% quantile "
         "model widened by split-conformal residuals from folds grouped by architecture.",
         "",
+        *([] if ds.profile_source == "ncu" else [
+            "**Profiles: NVML GPM** (`profiles/nvml`, `colopred profile nvml`): the same measured sets and slowdowns, each "
+            "job described by its GPM profile instead of its ncu profile. A GPM profile has busy fraction, DRAM "
+            "utilisation, occupancy, SM fill (SM activity over graphics activity), iteration time and peak memory; no "
+            "kernel count, per-launch fill, MPS wait or kernel distributions, so the trees see only "
+            "`runtime.sources.gpm_model_features` and the baseline's wait terms are 0 (`docs/model.md`, \"GPM profiles\").",
+            ""]),
         "Inputs: " + ("each window's jobs are described by their profiles re-timed (`JobProfile.retimed`) to the solo "
                       "iteration time its slowdowns are measured against (the job's solo windows just before and after it "
                       "on the same machine); a slowdown s = t'/t is predicted from that t, which makes its error the error "
@@ -149,6 +156,21 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
                   "*other* solo windows on the same machine (timed at another moment).", "",
                   md_table(sensitivity), ""]
         write_csv_atomic(sensitivity, out / "solo_time.csv", index=False)
+    if ds.profile_source == "nvml" and ds.root is not None and (ds.root / "profiling_cost").is_dir():
+        from .profiling_cost import RUN_GAP_S, profiling_cost_table
+
+        cost = profiling_cost_table(ds.root)
+        lines += ["## Profiling cost per zoo job: ncu vs GPM", "",
+                  "Seconds per job, as recorded when the profiles were taken (`colopred.research.profiling_cost`). ncu: the "
+                  "solo timing run (iteration time, peak memory) and the ncu kernel-replay run with the minimal metric set, "
+                  "from `profiling_cost/ncu_profiles*.log`. GPM: one run timing 50 iterations under NVML sampling; no log "
+                  "times it, so its cost is the time between the write of the previous GPM profile of the same run (at most "
+                  f"{RUN_GAP_S:g} s before) and its own (process start, warm-up, timed iterations); a run's first job has no "
+                  "figure. `gpm_sampled_s`: the sampled window alone.", "",
+                  md_table(cost.describe().loc[["count", "min", "50%", "mean", "max"]].rename_axis("statistic").reset_index()
+                           .astype({"statistic": str})), "",
+                  md_table(cost), ""]
+        write_csv_atomic(cost, out / "profiling_cost.csv", index=False)
     lines += [f"![{f}]({f})" for f in figs]
     path = out / "report.md"
     write_text_atomic(path, "\n".join(lines) + "\n")
