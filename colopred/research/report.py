@@ -44,7 +44,8 @@ def placement_summary(placement: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFrame, models: dict,
-                 placement: pd.DataFrame | None = None, sensitivity: pd.DataFrame | None = None) -> Path:
+                 placement: pd.DataFrame | None = None, sensitivity: pd.DataFrame | None = None,
+                 protocol: pd.DataFrame | None = None) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -100,8 +101,10 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         "(L the co-runners' contention load, under MPS weighted by who holds the SMs longer (ε = "
         f"{SHARE_EPS_US:g} µs) and by their SM fill; W the MPS wait per serial launch, gated by √busy_j; φ_j the target's "
         "per-launch SM fill; α, β ≥ 0 by least squares) times XGBoost trees f on the target's profile and the mean/max/min "
-        "of its co-runners'. The row \"contention baseline (fitted)\" is that baseline alone. Intervals: 5%/95% quantile "
-        "model widened by split-conformal residuals from folds grouped by architecture.",
+        "of its co-runners'. The row \"contention baseline (fitted)\" is that baseline alone. Intervals (stated level 90%): "
+        "split-conformal, from out-of-fold log residuals of inner folds grouped by architecture (by set on the random split, "
+        "whose test sets are of seen architectures), widened by ((n − 1)/(m − 1))^0.5 for a set of n jobs larger than any (m) "
+        "in training (`docs/model.md`, \"Intervals\").",
         "",
         *([] if ds.profile_source == "ncu" else [
             "**Profiles: NVML GPM** (`profiles/nvml`, `colopred profile nvml`): the same measured sets and slowdowns, each "
@@ -146,6 +149,23 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         plt.close(fig)
         figs.append("placement.png")
         write_csv_atomic(placement.drop(columns=["colopred_placement"]), out / "placement.csv", index=False)
+    if protocol is not None and not protocol.empty:
+        lines += ["## Honest protocol: locked split, development figures, noise floors", "",
+                  "`datasets/h100/locked_split.json` (`scripts/lock_split.py`) locks architectures drawn by a seeded rule "
+                  "stratified by family, before the interval calibration was chosen; the choices made after it were made on "
+                  "the development rows (sets without a locked architecture) only (`colopred/constants.py` says which). "
+                  "Development: cross-validation on the development rows. Locked: one model fitted on development rows "
+                  "(pairs for pairs->triples; pairs and triples for ->quads) predicts the sets holding a locked "
+                  "architecture (triples, four-job sets) once, with the two fitted baselines beside it. The constants chosen "
+                  "before the lock (the MPS wait's γ and half-wave threshold, ε, the wait gate, the tree settings; for GPM "
+                  "profiles the SM fill from GPM counters) saw every architecture, so the locked figure is honest for the "
+                  "interval calibration only. Noise "
+                  "floor: the MAPE of predicting each measured slowdown by the mean of the other measurements of the same "
+                  "job in the same set (same mode, any machine), over the test rows measured more than once "
+                  "(`rows_repeated_pct` of them), beside colopred's MAPE on those same rows. The repeated sets are not a "
+                  "random sample: host-bound jobs and cross-machine checks were repeated on purpose (data card, \"Noise\").", "",
+                  md_table(protocol), ""]
+        write_csv_atomic(protocol, out / "protocol.csv", index=False)
     if sensitivity is not None and not sensitivity.empty:
         lines += ["## Solo time of the profiles", "",
                   "colopred (MAPE of per-job slowdown) with each job described by its profile re-timed to its solo baseline "

@@ -110,7 +110,8 @@ def save_model(path: str | os.PathLike, model: SlowdownModel, mode: str, /, **ex
                "contention_load": model.load_,
                "target": "log(slowdown) - log(1 + " + " + ".join(f"baseline_coefs[{k}] * {k}" for k in BASELINE_TERMS) + ")",
                "interval_quantiles": list(INTERVAL_QUANTILES), "interval_coverage": INTERVAL_COVERAGE,
-               "conformal_log_width": model.conformal_log_width_, "profile_source": extra.get("profile_source", "ncu"),
+               "conformal_log_width": model.conformal_log_width_, "interval_scale": model.interval_scale_,
+               "interval_quantile_floor": model.quantile_floor_, "profile_source": extra.get("profile_source", "ncu"),
                "files": {}}
         man.update({k: v for k, v in extra.items() if k not in man})  # provenance and metrics; never the model's own fields
 
@@ -212,9 +213,12 @@ def load_model(path: str | os.PathLike) -> tuple[SlowdownModel, dict[str, Any]]:
     man = read_manifest(path)
     mode = man["mode"]
     model = SlowdownModel(mode=mode, params=man.get("params"), monotone=bool(man.get("monotone", True)),
-                          features=man["model_features"], load=man["contention_load"])
+                          features=man["model_features"], load=man["contention_load"],
+                          # manifests written before these fields: one width for every row, quantile band kept
+                          interval_scale=man.get("interval_scale", "none"), quantile_floor=man.get("interval_quantile_floor", True))
     model._resolve()
     model.conformal_log_width_ = float(man.get("conformal_log_width", 0.0))
+    model.max_set_size_ = man.get("max_set_size")  # the interval's beyond_size scale (None: every row alike)
     model.baseline_coefs_ = np.array([float(man["baseline_coefs"][k]) for k in BASELINE_TERMS])
     for part in MODEL_PARTS:
         f = _model_file(path, man["files"][part], part)
