@@ -8,7 +8,8 @@ trained on gives a ``UserWarning`` (one line; ``colopred predict --json`` lists 
 
 - a set larger than any the model was trained on (manifest ``max_set_size``);
 - a job whose own features lie outside the range of the training jobs' (manifest ``feature_ranges``);
-- a profile measured on another GPU than the model's.
+- a profile measured on another GPU than the model's;
+- a prediction from GPM profiles under MPS (the model's own cross-validated error, from its manifest).
 
 A profile of another source than the model's is refused (``ValueError``, :func:`check_profile_sources`): a GPM
 (NVML) profile given to a model trained on ncu profiles, whose predictions rest on kernel-level features a GPM
@@ -226,6 +227,15 @@ def warn_outside_experience(predictor: "Predictor", profiles: list[JobProfile], 
         more = f" (and {len(outside) - 1} more)" if len(outside) > 1 else ""
         notes.append(f"profile {name}: feature {b} = {v:.4g} lies outside the model's training range [{lo:.4g}, {hi:.4g}]"
                      f"{more}: the prediction extrapolates")
+    if getattr(predictor, "profile_source", "ncu") == "nvml" and predictor.mode == "mps":
+        # GPM profiles lack what MPS contention turns on (how long kernels hold the SMs, how many launches wait):
+        # say how far off the model's own cross-validation found it, rather than let the number pass for an ncu one
+        figs = man.get("metrics") or {}
+        split = "pairs->triples" if largest_set > 2 else "leave-arch"
+        err = (figs.get(split) or {}).get("slowdown_mape_pct")
+        if isinstance(err, (int, float)):
+            notes.append(f"predicted from GPM profiles under MPS, which lack the kernel-level features MPS contention turns on: "
+                         f"this model's cross-validated error is {err:.0f}% ({split}); ncu profiles predict better")
     for n in notes:
         warnings.warn(n, UserWarning, stacklevel=4)
     return notes
