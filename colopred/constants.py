@@ -40,12 +40,11 @@ the SMs split contention evenly. Of 1 and 10 µs, 10 gave the lower leave-archit
 development architectures of the locked split alone (``scripts/dev_constants.py``): 10 µs 7.41% against 1 µs 7.67%
 MPS MAPE, the same choice."""
 
-WAIT_BUSY_GATE_EXPONENT = 0.5
+WAIT_BUSY_GATE_EXPONENT = 1 / 3
 """The MPS wait load is gated by busy_j to this power: a host-bound job absorbs part of its waits in its own
 idle time. Chosen by leave-architecture-out CV among 1/3, 1/2, 0.7, 1 and 2 (1/3 to 0.7 fit alike), on every
 architecture. Re-chosen on the development architectures of the locked split alone (``scripts/dev_constants.py``):
-1/3 7.34%, 1/2 7.41%, 0.7 7.40%, 1 7.57%, 2 8.63% MPS MAPE. The development choice would be 1/3, 0.07 points
-better; the shipped models keep 1/2 until they are retrained with it (not done yet)."""
+1/3 7.34%, 1/2 7.41%, 0.7 7.40%, 1 7.57%, 2 8.63% MPS MAPE: 1/3, the shipped value since (it was 1/2)."""
 
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
                "colsample_bytree": 0.8, "min_child_weight": 2, "n_jobs": 1, "random_state": 0}
@@ -145,7 +144,7 @@ documents would exhaust Python's recursion when copied or printed."""
 
 MAX_BASELINE_COEF = 100.0
 """Upper bound of a manifest's baseline coefficients: the baseline slowdown is 1 + Σ cₖ·loadₖ with loads of
-order one per co-runner, and the shipped coefficients are at most 2.35; 100 would predict a pair slowing
+order one per co-runner, and the shipped coefficients are at most 2.18; 100 would predict a pair slowing
 each other down ~100-fold, far outside any measurement (the largest measured slowdown is ~4)."""
 
 MAX_CONFORMAL_LOG_WIDTH = 2.0

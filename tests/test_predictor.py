@@ -343,9 +343,10 @@ def test_an_ncu_profile_without_mps_wait_warns_under_mps_only(profiles):
 
 
 def test_wait_load_is_launches_times_co_runners_mps_wait(profiles):
-    """W_j = K_j / o_j / t_j · Σ_{k≠j} busy_k · w_k · √busy_j (t_j in µs, o_j the stream overlap); the
+    """W_j = K_j / o_j / t_j · Σ_{k≠j} busy_k · w_k · busy_j^g (t_j in µs, o_j the stream overlap, g the gate exponent); the
     baseline's terms are L, W·φ_j and W·(1 − φ_j) (φ_j the per-launch SM fill), their coefficients
     the non-negative least-squares fit."""
+    from colopred.constants import WAIT_BUSY_GATE_EXPONENT
     from colopred.runtime.baseline import (
         baseline_terms,
         contention_load,
@@ -361,7 +362,7 @@ def test_wait_load_is_launches_times_co_runners_mps_wait(profiles):
         others = [k for k in jobs if k is not j]
         launches = j.kernels_per_iteration / (j.stream_overlap or 1.0)
         expect = (launches / (1e3 * j.iteration_ms) * sum(min(1, k.busy_fraction) * k.mps_wait_us for k in others)
-                  * min(1, j.busy_fraction) ** 0.5)
+                  * min(1, j.busy_fraction) ** WAIT_BUSY_GATE_EXPONENT)
         assert W[j.name] == pytest.approx(expect, rel=1e-9)
     assert profiles["lstm_lm-b16-fp32"].stream_overlap > 1.05  # cuDNN's LSTM runs kernels on several streams
     assert W["lstm_lm-b16-fp32"] > 10 * W["vgg16-b256-fp32"]  # many short kernels beside long SM-filling ones

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..constants import SHARE_EPS_US
+from ..constants import SHARE_EPS_US, WAIT_BUSY_GATE_EXPONENT
 from ..io import atomic_file, write_csv_atomic, write_text_atomic
 from .dataset import Dataset
 
@@ -99,7 +99,7 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         "",
         "Model (`docs/model.md`): s = (1 + α·L + β_full·W·φ_j + β_small·W·(1 − φ_j))·exp(f(x)): a contention baseline "
         "(L the co-runners' contention load, under MPS weighted by who holds the SMs longer (ε = "
-        f"{SHARE_EPS_US:g} µs) and by their SM fill; W the MPS wait per serial launch, gated by √busy_j; φ_j the target's "
+        f"{SHARE_EPS_US:g} µs) and by their SM fill; W the MPS wait per serial launch, gated by busy_j^{WAIT_BUSY_GATE_EXPONENT:.2g}; φ_j the target's "
         "per-launch SM fill; α, β ≥ 0 by least squares) times XGBoost trees f on the target's profile and the mean/max/min "
         "of its co-runners'. The row \"contention baseline (fitted)\" is that baseline alone. Intervals (stated level 90%): "
         "split-conformal, from out-of-fold log residuals of inner folds grouped by architecture (by set on the random split, "
