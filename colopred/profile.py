@@ -70,7 +70,8 @@ class JobProfile:
     sm_fill_pct: float | None = None
     """Duration-weighted share of the SMs a kernel's grid fills: Σ tᵢ·min(1, wavesᵢ) / Σ tᵢ, in %
     (wavesᵢ = ncu's launch__waves_per_multiprocessor). Under MPS a co-runner's kernels of high fill
-    leave no SM free for another process's kernels. ncu profiles only (None from GPM)."""
+    leave no SM free for another process's kernels. From GPM (source ``nvml``): SM activity over graphics
+    activity, the share of the SMs active while any kernel runs (its counterpart over wall time)."""
     launch_fill_pct: float | None = None
     """The same share per kernel launch, not weighted by duration: Σᵢ min(1, wavesᵢ) / N over the N
     kernels, in %. Under MPS a launch of this job waits for the co-runners' blocks to free as many

@@ -10,7 +10,7 @@ import pytest
 from colopred.cli import main
 from colopred.profile import JobProfile
 
-from .conftest import DATA, FIXTURES, FULL_REPORT, SAMPLE
+from .conftest import DATA, FIXTURES, FULL_REPORT, ROOT, SAMPLE
 
 P1 = DATA / "profiles" / "ncu" / "resnet18-b64-fp32.json"
 P2 = DATA / "profiles" / "ncu" / "lstm_lm-b64-fp32.json"
@@ -61,8 +61,8 @@ def test_predict_json_contract(capsys):
     code, out, _ = run(capsys, "predict", P1, P2, P3, "--mode", "timeslice", "--json")
     assert code == 0
     d = json.loads(out)
-    assert set(d) == {"mode", "jobs", "delta", "throughput", "fits_memory", "memory_gib", "pays_off", "warnings"}
-    assert d["warnings"] == [] and d["pays_off"] == (d["throughput"] > 1 and d["fits_memory"])
+    assert set(d) == {"mode", "jobs", "delta", "throughput", "fits_memory", "memory_gib", "pays_off", "profile_source", "warnings"}
+    assert d["profile_source"] == "ncu" and d["warnings"] == [] and d["pays_off"] == (d["throughput"] > 1 and d["fits_memory"])
     assert d["mode"] == "timeslice" and [j["name"] for j in d["jobs"]] == ["resnet18-b64-fp32", "lstm_lm-b64-fp32", "vgg16-b32-fp32"]
     for j in d["jobs"]:
         lo, hi = j["interval"]
@@ -70,6 +70,23 @@ def test_predict_json_contract(capsys):
         assert j["collocated_iteration_ms"] == pytest.approx(j["slowdown"] * j["solo_iteration_ms"])
     assert d["throughput"] == pytest.approx(sum(1 / j["slowdown"] for j in d["jobs"]))
     assert isinstance(d["fits_memory"], bool)
+
+
+def test_predict_picks_the_model_of_the_profiles_source(capsys):
+    """Without --model, GPM profiles get the model for GPM profiles (``profile_source`` in the JSON); a set mixing ncu and
+    GPM profiles, or GPM profiles given to an ncu model, is refused in one line."""
+    g1, g2 = (DATA / "profiles" / "nvml" / p.name for p in (P1, P2))
+    code, out, _ = run(capsys, "predict", g1, g2, "--mode", "mps", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["profile_source"] == "nvml" and [j["name"] for j in d["jobs"]] == ["resnet18-b64-fp32", "lstm_lm-b64-fp32"]
+    code, out, _ = run(capsys, "predict", g1, g2, "--mode", "mps")
+    assert code == 0 and "model for nvml GPM profiles" in out
+    for args, needle in (([P1, g2], "resnet18-b64-fp32 is an ncu profile and lstm_lm-b64-fp32 an NVML GPM profile"),
+                         ([g1, g2, "--model", ROOT / "colopred" / "runtime" / "models" / "h100-mps.json"],
+                          "resnet18-b64-fp32 is an NVML GPM profile and this mps model was trained on ncu profiles")):
+        code, out, err = run(capsys, "predict", *args, "--mode", "mps")
+        lines = err.strip().splitlines()
+        assert code != 0 and out == "" and len(lines) == 1 and needle in lines[0] and "Traceback" not in err
 
 
 def test_table_command(capsys):

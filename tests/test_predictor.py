@@ -230,21 +230,24 @@ def test_non_model_files_are_refused(tmp_path):
 
 
 def test_gpm_profiles_leave_kernel_level_features_missing_not_zero(profiles):
-    """A GPM profile has no SM fill, no MPS wait and no kernel DRAM distribution: its own and its
-    partners' features built on them are missing (NaN), every other feature is filled, and the
-    shipped model still predicts (the baseline's wait term counts as 0 where it is missing)."""
+    """A GPM profile has no MPS wait, no per-launch fill and no kernel DRAM distribution: its own and its
+    partners' features built on them are missing (NaN), every other feature is filled (its SM fill is SM
+    activity over graphics activity, from its own GPM counters), and the baseline's wait term counts as 0."""
     gpm = JobProfile.from_json(DATA / "profiles" / "nvml" / "vgg16-b32-fp32.json")
-    assert gpm.sm_fill_pct is None and gpm.mps_wait_us is None and gpm.launch_fill_pct is None and "dram_pct" not in gpm.distributions
+    assert gpm.mps_wait_us is None and gpm.launch_fill_pct is None and "dram_pct" not in gpm.distributions
+    counters = gpm.meta["gpm"]
+    assert gpm.sm_fill_pct == pytest.approx(min(100.0, counters["sm_util_pct"] / counters["graphics_util_pct"] * 100), rel=1e-12)
     a, b = profiles["resnet18-b64-fp32"], profiles["lstm_lm-b64-fp32"]
     f = feature_frame([[a, gpm, b]]).set_index("job")
-    for base, own in (("sm_fill", lambda p: p.sm_fill_pct), ("busy_mps_wait_us", lambda p: min(1, p.busy_fraction) * p.mps_wait_us),
+    for base, own in (("busy_mps_wait_us", lambda p: min(1, p.busy_fraction) * p.mps_wait_us),
                       ("dram_util_p25", lambda p: p.distributions["dram_pct"]["p25"])):
         cols = [c for c in FEATURES if c.endswith(base)]
         assert np.isnan(f.loc["vgg16-b32-fp32", f"t_{base}"])
         assert f.loc["resnet18-b64-fp32", cols].isna().sum() == len(cols) - 1  # only its own value known
         assert f.loc["vgg16-b32-fp32", f"co_max_{base}"] == pytest.approx(max(own(a), own(b)))
+    assert f.loc["vgg16-b32-fp32", "t_sm_fill"] == gpm.sm_fill_pct
     assert np.isnan(f.loc["vgg16-b32-fp32", "t_launch_fill"])
-    others = [c for c in FEATURES if not c.endswith(("sm_fill", "busy_mps_wait_us", "dram_util_p25", "launch_fill"))]
+    others = [c for c in FEATURES if not c.endswith(("busy_mps_wait_us", "dram_util_p25", "launch_fill"))]
     assert np.isfinite(f[others].to_numpy()).all()
     from colopred.runtime.baseline import (
         baseline_terms,  # missing wait: 0, missing per-launch fill: 1
@@ -252,15 +255,49 @@ def test_gpm_profiles_leave_kernel_level_features_missing_not_zero(profiles):
 
     T = pd.DataFrame(baseline_terms(f[list(FEATURES)].to_numpy(), "mps_share"), index=f.index)
     assert np.isfinite(T.to_numpy()).all() and (T.loc["resnet18-b64-fp32", [1, 2]] == 0).all()
-    pred = Predictor.default("mps").predict([a, gpm, b])
-    assert len(pred.slowdown) == 3 and all(np.isfinite(s) and s > 0 for s in pred.slowdown)
+
+
+def test_gpm_profiles_get_the_gpm_model_and_the_ncu_model_refuses_them(profiles):
+    """Issue 23: a prediction from GPM profiles never uses the ncu model. ``Predictor.for_profiles`` picks the model
+    of the profiles' source; the ncu model refuses a GPM profile, the GPM model an ncu one, and a set mixing both is
+    refused naming one profile of each kind. The GPM model's trees see no feature a GPM profile lacks, and its
+    prediction of resnet18-b64 + gpt2_small-b8 under MPS is a slowdown (the ncu model fed these GPM profiles
+    predicted 0.94 / 0.92, a speed-up, where the measured slowdowns are ~1.45 / ~1.15)."""
+    from colopred.runtime.sources import GPM_LACKS
+
+    nvml = {n: JobProfile.from_json(DATA / "profiles" / "nvml" / f"{n}.json") for n in ("resnet18-b64-fp32", "gpt2_small-b8-bf16")}
+    gpm = list(nvml.values())
+    ncu = [profiles[n] for n in nvml]
+    for mode in ("timeslice", "mps"):
+        g = Predictor.for_profiles(mode, gpm)
+        assert g.profile_source == "nvml" and g.manifest["profile_source"] == "nvml" and g.mode == mode
+        assert not [f for f in g.model.features_ if f.endswith(GPM_LACKS)]
+        assert Predictor.for_profiles(mode, ncu).profile_source == "ncu"
+        with pytest.raises(ValueError, match="resnet18-b64-fp32 is an NVML GPM profile and this .* trained on ncu"):
+            Predictor.default(mode).predict(gpm)
+        with pytest.raises(ValueError, match="is an NVML GPM profile"):
+            Predictor.default(mode).predict_many([gpm])
+        with pytest.raises(ValueError, match="resnet18-b64-fp32 is an ncu profile and this .* reads NVML GPM profiles"):
+            g.predict(ncu)
+        with pytest.raises(ValueError, match="is an ncu profile and gpt2_small-b8-bf16 an NVML GPM profile"):
+            Predictor.for_profiles(mode, [ncu[0], gpm[1]])
+        with pytest.raises(ValueError, match="is an ncu profile and gpt2_small-b8-bf16 an NVML GPM profile"):
+            g.rank_partners(ncu[0], [gpm[1]])
+        with pytest.raises(ValueError, match="an NVML GPM profile"):
+            Predictor.default(mode).pack([ncu[0], gpm[1]], n_gpus=1)
+    with pytest.warns(UserWarning, match=r"predicted from GPM profiles under MPS.*cross-validated error is 10% \(leave-arch\)"):
+        p = Predictor.for_profiles("mps", gpm).predict(gpm)
+    assert min(p.slowdown) > 1.05 and all(lo <= s <= hi for s, (lo, hi) in zip(p.slowdown, p.interval))
+    three = [*gpm, JobProfile.from_json(DATA / "profiles" / "nvml" / "vgg16-b32-fp32.json")]
+    with pytest.warns(UserWarning, match=r"error is 16% \(pairs->triples\)"):
+        Predictor.for_profiles("mps", three).predict_many([three])
 
 
 def test_mps_share_load_splits_each_pair_by_who_holds_the_sms_longer(profiles):
     """contention_load(kind="mps_share") = min(1, busy_j) · Σ_{k≠j} busy_k · fill_k · 2(u_k + ε)/(u_j + u_k + 2ε),
     u = busy · mps_wait_us, fill = sm_fill_pct / 100, computed per co-runner (not from aggregates): equal waits
     give the fill-weighted symmetric load, the job of longer kernels loses less of its time, its partner more;
-    a GPM co-runner (no wait, no fill) counts 1."""
+    a GPM co-runner (no wait) shares evenly, weighted by its SM fill from GPM counters."""
     from colopred.constants import SHARE_EPS_US
     from colopred.runtime.baseline import contention_load
 
@@ -282,7 +319,7 @@ def test_mps_share_load_splits_each_pair_by_who_holds_the_sms_longer(profiles):
     gpm = JobProfile.from_json(DATA / "profiles" / "nvml" / "vgg16-b32-fp32.json")
     G = feature_frame([[jobs[2], gpm]]).set_index("job")
     assert contention_load(G.loc[["resnet18-b64-fp32"], list(FEATURES)].to_numpy(), "mps_share") == pytest.approx(
-        contention_load(G.loc[["resnet18-b64-fp32"], list(FEATURES)].to_numpy()))
+        contention_load(G.loc[["resnet18-b64-fp32"], list(FEATURES)].to_numpy()) * gpm.sm_fill_pct / 100)
     with pytest.raises(ValueError, match="unknown contention load"):
         contention_load(X, "fair")
 
@@ -306,9 +343,10 @@ def test_an_ncu_profile_without_mps_wait_warns_under_mps_only(profiles):
 
 
 def test_wait_load_is_launches_times_co_runners_mps_wait(profiles):
-    """W_j = K_j / o_j / t_j · Σ_{k≠j} busy_k · w_k · √busy_j (t_j in µs, o_j the stream overlap); the
+    """W_j = K_j / o_j / t_j · Σ_{k≠j} busy_k · w_k · busy_j^g (t_j in µs, o_j the stream overlap, g the gate exponent); the
     baseline's terms are L, W·φ_j and W·(1 − φ_j) (φ_j the per-launch SM fill), their coefficients
     the non-negative least-squares fit."""
+    from colopred.constants import WAIT_BUSY_GATE_EXPONENT
     from colopred.runtime.baseline import (
         baseline_terms,
         contention_load,
@@ -324,7 +362,7 @@ def test_wait_load_is_launches_times_co_runners_mps_wait(profiles):
         others = [k for k in jobs if k is not j]
         launches = j.kernels_per_iteration / (j.stream_overlap or 1.0)
         expect = (launches / (1e3 * j.iteration_ms) * sum(min(1, k.busy_fraction) * k.mps_wait_us for k in others)
-                  * min(1, j.busy_fraction) ** 0.5)
+                  * min(1, j.busy_fraction) ** WAIT_BUSY_GATE_EXPONENT)
         assert W[j.name] == pytest.approx(expect, rel=1e-9)
     assert profiles["lstm_lm-b16-fp32"].stream_overlap > 1.05  # cuDNN's LSTM runs kernels on several streams
     assert W["lstm_lm-b16-fp32"] > 10 * W["vgg16-b256-fp32"]  # many short kernels beside long SM-filling ones

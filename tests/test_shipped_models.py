@@ -2,6 +2,7 @@
 
 import csv
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,26 +18,32 @@ pytestmark = [pytest.mark.slow, pytest.mark.data]
 MODELS = ROOT / "colopred" / "runtime" / "models"
 
 
+@pytest.mark.parametrize("source", ["ncu", "nvml"])
 @pytest.mark.parametrize("mode", ["timeslice", "mps"])
-def test_retraining_on_the_shipped_data_gives_the_shipped_models(tmp_path, mode):
-    """Training is deterministic (one thread, fixed seeds): retrained on datasets/h100, a model predicts every
-    measured row as the committed one does, interval included."""
-    (path,) = train(DATA, tmp_path / "h100", modes=(mode,), with_metrics=False)
-    new, shipped = Predictor.load(path), Predictor.load(MODELS / f"h100-{mode}.json")
+def test_retraining_on_the_shipped_data_gives_the_shipped_models(tmp_path, mode, source):
+    """Training is deterministic (one thread, fixed seeds): retrained on datasets/h100, a model (for ncu profiles, and
+    for GPM profiles from profiles/nvml) predicts every measured row as the committed one does, interval included."""
+    (path,) = train(DATA, tmp_path / "h100", modes=(mode,), with_metrics=False, profile_source=source)
+    new, shipped = Predictor.load(path), Predictor.load(MODELS / f"h100-{mode}{'' if source == 'ncu' else '-' + source}.json")
+    assert path.name == Path(shipped.manifest["files"]["point"]["path"]).name.replace(".point.ubj", ".json")
     assert new.manifest["data_hash"] == shipped.manifest["data_hash"], "the shipped models were trained on other data"
+    assert shipped.profile_source == new.profile_source == source
     assert new.manifest["baseline_coefs"] == pytest.approx(shipped.manifest["baseline_coefs"], rel=1e-12)
-    rows = load_dataset(DATA).for_mode(mode)
+    rows = load_dataset(DATA, profile_source=source).for_mode(mode)
     X = rows[list(FEATURES)].to_numpy()
     p_new, iv_new = new.model.predict_with_interval(X)
     p_old, iv_old = shipped.model.predict_with_interval(X)
     assert np.allclose(p_new, p_old, rtol=1e-9, atol=0) and np.allclose(iv_new, iv_old, rtol=1e-9, atol=0)
 
 
-def test_the_report_gives_the_shipped_models_figures():
-    """reports/h100/metrics.csv (colopred evaluate) and each manifest's metrics (colopred train) agree."""
-    with open(ROOT / "reports" / "h100" / "metrics.csv") as f:
+@pytest.mark.parametrize("report, suffix", [("h100", ""), ("h100-nvml", "-nvml")])
+def test_the_report_gives_the_shipped_models_figures(report, suffix):
+    """reports/h100/metrics.csv and reports/h100-nvml/metrics.csv (colopred evaluate, ncu and GPM profiles) and each
+    manifest's metrics (colopred train) agree."""
+    with open(ROOT / "reports" / report / "metrics.csv") as f:
         rows = [r for r in csv.DictReader(f) if r["method"].startswith("colopred")]
-    assert rows
+    assert len(rows) == 8  # two modes, four splits
     for r in rows:
-        man = json.loads((MODELS / f"h100-{r['mode']}.json").read_text())
-        assert float(r["slowdown_mape_pct"]) == pytest.approx(man["metrics"][r["split"]]["slowdown_mape_pct"], rel=1e-9)
+        man = json.loads((MODELS / f"h100-{r['mode']}{suffix}.json").read_text())
+        for k in ("slowdown_mape_pct", "interval_coverage_pct"):
+            assert float(r[k]) == pytest.approx(man["metrics"][r["split"]][k], rel=1e-9)

@@ -41,7 +41,11 @@ def cmd_predict(a) -> int:
     names = [p.name for p in profiles]
     if len(set(names)) != len(names):
         raise ColopredError("two profiles have the same job name; give each job once")
-    pred = Predictor.load(a.model) if a.model else Predictor.default(a.mode)
+    # without --model: the shipped model for the profiles' source (GPM profiles: the GPM model; a mix is refused)
+    try:
+        pred = Predictor.load(a.model) if a.model else Predictor.for_profiles(a.mode, profiles)
+    except ValueError as e:
+        raise ColopredError(f"predict: {e}") from None
     if pred.mode != a.mode:
         raise ColopredError(f"{a.model}: model is for mode {pred.mode!r}, not {a.mode!r}")
     with warnings.catch_warnings(record=True) as caught:
@@ -54,9 +58,11 @@ def cmd_predict(a) -> int:
     for n in notes:
         print(f"colopred: warning: {n}", file=sys.stderr)
     if a.json:
-        print(json.dumps({**result.to_dict(), "warnings": notes}, indent=1))
+        print(json.dumps({**result.to_dict(), "profile_source": pred.profile_source, "warnings": notes}, indent=1))
     else:
         print(result.summary())
+        if pred.profile_source != "ncu":
+            print(f"(model for {pred.profile_source} GPM profiles)")
     return 0
 
 
@@ -69,7 +75,7 @@ def cmd_train(a) -> int:
     if not a.out or Path(a.out).name in ("", ".", ".."):
         raise ColopredError(f"--out needs a file stem (OUT in OUT-MODE.json), not {a.out!r}")
     with _naming(a.data):
-        paths = train(a.data, a.out, modes=_modes(a.modes), with_metrics=not a.no_metrics, log=log_of(a))
+        paths = train(a.data, a.out, modes=_modes(a.modes), with_metrics=not a.no_metrics, log=log_of(a), profile_source=a.profiles)
     if not paths:
         raise ColopredError(f"{a.data}: no model trained (no measurements)")
     return 0
@@ -88,7 +94,7 @@ def cmd_evaluate(a) -> int:
         raise InputError(a.out, "is a file; --out names a folder for the report")
     log(f"reading {a.data}")
     with _naming(a.data):
-        ds = load_dataset(a.data)
+        ds = load_dataset(a.data, profile_source=a.profiles)
         table = evaluate(ds, a.out, modes=modes, log=log)
     cols = ["mode", "split", "method", "slowdown_mape_pct", "delta_mae", "pays_off_agreement_pct", "partner_rank_corr"]
     print(table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
@@ -115,19 +121,24 @@ def cmd_simulate(a) -> int:
 
 
 def add_commands(sub) -> None:
+    from ..runtime.sources import PROFILE_SOURCES
     from . import command
 
     p = command(sub, "predict", "predict the slowdown of jobs sharing one GPU", cmd_predict,
                 "Predict each job's slowdown, δ and normalised throughput when the profiled jobs share one GPU.", verbosity=False)
     p.add_argument("profiles", nargs="+", help="profile JSON files (colopred profile ...), two or more")
     p.add_argument("--mode", choices=MODES, required=True, help="sharing mode")
-    p.add_argument("--model", help="model manifest (default: the shipped H100 model of --mode)")
+    p.add_argument("--model", help="model manifest (default: the shipped H100 model of --mode for the profiles: "
+                                   "the GPM model where any profile is a GPM profile)")
     p.add_argument("--json", action="store_true", help="machine-readable output (with any warnings)")
 
     p = command(sub, "train", "train models on a dataset folder (profiles + campaigns)", cmd_train,
                 "Fit one model per mode on a dataset folder and write OUT-MODE.json with its model files.")
     p.add_argument("--data", required=True, help="dataset folder: profiles/ncu/*.json and campaigns/*/windows.jsonl")
-    p.add_argument("--out", required=True, help="output stem: writes OUT-MODE.json, OUT-MODE.point.ubj, OUT-MODE.interval.ubj")
+    p.add_argument("--out", required=True, help="output stem: writes OUT-MODE.json, OUT-MODE.point.ubj, OUT-MODE.interval.ubj "
+                                                "(OUT-MODE-nvml.* with --profiles nvml)")
+    p.add_argument("--profiles", choices=PROFILE_SOURCES, default="ncu",
+                   help="profiles describing the jobs: profiles/ncu, or profiles/nvml (GPM) for the model of GPM profiles")
     p.add_argument("--modes", default=",".join(MODES), help="modes to train, comma separated")
     p.add_argument("--no-metrics", action="store_true", help="skip the cross-validated metrics in the manifest")
 
@@ -135,6 +146,8 @@ def add_commands(sub) -> None:
                 "Cross-validate colopred and the baselines on a dataset; with --out, write report.md and plots.")
     p.add_argument("--data", default="datasets/h100", help="dataset folder")
     p.add_argument("--out", help="folder for report.md, metrics.csv and figures")
+    p.add_argument("--profiles", choices=PROFILE_SOURCES, default="ncu",
+                   help="profiles describing the jobs: profiles/ncu, or profiles/nvml (GPM) for the model of GPM profiles")
     p.add_argument("--modes", default=",".join(MODES), help="modes to evaluate, comma separated")
 
     p = command(sub, "simulate", "replay a cluster trace under four placement policies (outcomes from measurements)", cmd_simulate,

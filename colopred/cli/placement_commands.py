@@ -10,7 +10,12 @@ from ..errors import ColopredError
 def _predictor(req, path):
     from ..runtime.predictor import Predictor
 
-    pred = Predictor.load(req.model) if req.model else Predictor.default(req.mode)
+    # without a model: the shipped model for the request's profiles (GPM profiles: the GPM model; a mix is refused)
+    profiles = req.jobs + req.candidates + ([req.job] if req.job else [])
+    try:
+        pred = Predictor.load(req.model) if req.model else Predictor.for_profiles(req.mode, profiles)
+    except ValueError as e:
+        raise ColopredError(f"{path}: {e}") from None
     if pred.mode != req.mode:
         raise ColopredError(f"{req.model}: model is for mode {pred.mode!r}, not the request's {req.mode!r}")
     return pred
@@ -65,7 +70,10 @@ def cmd_rank(a) -> int:
     if req.job is None or not req.candidates:
         raise ColopredError(f"{a.request}: a rank request needs a job and candidates")
     pred = _predictor(req, a.request)
-    res = pred.rank_partners(req.job, req.candidates, k=req.k)
+    try:
+        res = pred.rank_partners(req.job, req.candidates, k=req.k)
+    except ValueError as e:
+        raise ColopredError(f"{a.request}: {e}") from None
     rows = res.to_dict("records")
     lines = [f"mode {req.mode}: partners of {req.job.name}, best first (predicted normalised throughput of the pair)"]
     lines += [f"  {r['partner']:<34} throughput {r['throughput']:.2f}  slowdowns {r['job_slowdown']:.2f} / {r['partner_slowdown']:.2f}"

@@ -3,6 +3,7 @@
 Layout of a dataset directory (``datasets/h100``)::
 
     profiles/ncu/JOB.json      one JobProfile per job (the model's inputs)
+    profiles/nvml/JOB.json     the same jobs' GPM profiles (inputs of the model for GPM profiles)
     campaigns/NAME/windows.jsonl   measurement records (``colopred measure``)
 
 Each window's members are described by their profiles *re-timed* (``JobProfile.retimed``) to the
@@ -40,6 +41,8 @@ class Dataset:
     data_hash: str
     gpu: str | None
     retimed: bool = True  # feature rows use profiles re-timed to each window's solo baseline
+    profile_source: str = "ncu"  # the profiles describing the jobs: ncu, or nvml (GPM)
+    root: Path | None = None  # the dataset folder
 
     def for_mode(self, mode: str) -> pd.DataFrame:
         return self.rows[self.rows["mode"] == mode].reset_index(drop=True)
@@ -130,4 +133,5 @@ def load_dataset(root: str | Path, profile_source: str = "ncu", retime: bool = T
     rows = feature_rows(slow, profiles, retime=retime)
     files = sorted(pdir.glob("*.json")) + sorted(campaign_record_files(campaigns))  # one-GPU and per-GPU (shard) files
     gpus = [g for g in windows["gpu"].dropna().unique()]
-    return Dataset(rows=rows, profiles=profiles, data_hash=hash_files(files), gpu=gpus[0] if gpus else None, retimed=retime)
+    return Dataset(rows=rows, profiles=profiles, data_hash=hash_files(files), gpu=gpus[0] if gpus else None, retimed=retime,
+                   profile_source=profile_source, root=root)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,7 @@ from ..runtime import outcome
 from ..runtime.baseline import load_kind
 from ..runtime.estimator import SlowdownModel
 from ..runtime.features import FEATURES
+from ..runtime.sources import model_features_for
 from .baselines import FIXED_BASELINES, ContentionBaseline, LinearBaseline
 from .dataset import Dataset
 
@@ -112,7 +113,13 @@ def splits(df: pd.DataFrame, kind: str, seed: int = 0):
 SPLITS = ("random", "leave-arch", "pairs->triples", "pairs+triples->quads")
 
 
-def out_of_sample(df: pd.DataFrame, kind: str, params: dict | None = None) -> np.ndarray:
+def new_model(mode: str | None, source: str = "ncu", **kw) -> SlowdownModel:
+    """An unfitted SlowdownModel of ``mode`` for ``source`` profiles (``ncu``, or ``nvml``: GPM profiles, whose
+    trees see only the features a GPM profile gives, ``runtime.sources.gpm_model_features``)."""
+    return SlowdownModel(mode=mode, features=model_features_for(mode, source), **kw)
+
+
+def out_of_sample(df: pd.DataFrame, kind: str, params: dict | None = None, source: str = "ncu") -> np.ndarray:
     """colopred's out-of-sample point predictions of one mode's rows on one kind of split (NaN for
     rows no split tests; a row tested by several leave-arch splits keeps the last one's, as in
     :func:`evaluate_mode`). For experiments: no intervals, no baselines."""
@@ -123,7 +130,7 @@ def out_of_sample(df: pd.DataFrame, kind: str, params: dict | None = None) -> np
     for _, tr, te in splits(df, kind):
         if len(tr) == 0 or len(te) == 0:
             continue
-        pred[te] = SlowdownModel(mode=mode, params=params, interval=False, calibrate=False).fit(X[tr], s[tr]).predict(X[te])
+        pred[te] = new_model(mode, source, params=params, interval=False, calibrate=False).fit(X[tr], s[tr]).predict(X[te])
     return pred
 
 
@@ -133,15 +140,24 @@ def mape_pct(measured: np.ndarray, pred: np.ndarray) -> float:
     return float(np.mean(np.abs(pred[ok] - measured[ok]) / measured[ok]) * 100)
 
 
-def evaluate_mode(df: pd.DataFrame, params: dict | None = None, log: Callable[[str], None] = lambda s: None
-                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Out-of-sample predictions of every method on every split (rows of one mode). Returns (metrics table,
-    predictions). ``log`` gets one line per split."""
+def calibration_groups(df: pd.DataFrame, kind: str) -> np.ndarray:
+    """The groups of the conformal calibration's inner folds (``SlowdownModel.fit``'s ``groups``) on a ``kind`` of
+    split, so that calibration residuals come from predictions of the kind the split tests: sets (``random``: its test
+    sets are unseen sets of seen architectures), else architectures (unseen architectures, and the shipped models)."""
+    return df["set"].to_numpy() if kind == "random" else df["arch"].to_numpy()
+
+
+def evaluate_mode(df: pd.DataFrame, params: dict | None = None, log: Callable[[str], None] = lambda s: None,
+                  source: str = "ncu", kinds: Sequence[str] = SPLITS, model_kw: dict | None = None,
+                  baselines: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Out-of-sample predictions of every method on each of ``kinds`` of split (rows of one mode, built from
+    ``source`` profiles; ``model_kw``: more SlowdownModel parameters; without ``baselines`` colopred alone).
+    Returns (metrics table, predictions). ``log`` gets one line per split."""
     mode = df["mode"].iloc[0] if len(df) else None
     X = df[list(FEATURES)].to_numpy()
     s = df["slowdown"].to_numpy()
     rows, preds = [], []
-    for kind in SPLITS:
+    for kind in kinds:
         t0 = time.monotonic()
         folds = 0
         pred_all: dict[str, np.ndarray] = {}
@@ -150,13 +166,16 @@ def evaluate_mode(df: pd.DataFrame, params: dict | None = None, log: Callable[[s
         for _, tr, te in splits(df, kind):
             if len(tr) == 0 or len(te) == 0:  # a split that leaves nothing to train on or test (a tiny dataset)
                 continue
-            m = SlowdownModel(mode=mode, params=params).fit(X[tr], s[tr], groups=df["arch"].to_numpy()[tr])
-            for name, p in (("colopred (XGBoost)", m.predict(X[te])), ("linear (ridge)", LinearBaseline().fit(X[tr], s[tr]).predict(X[te])),
-                            ("contention baseline (fitted)", ContentionBaseline(load_kind(mode)).fit(X[tr], s[tr]).predict(X[te]))):
-                pred_all.setdefault(name, np.full(len(df), np.nan))[te] = p
+            m = new_model(mode, source, params=params, **(model_kw or {})).fit(X[tr], s[tr], groups=calibration_groups(df, kind)[tr])
+            pred_all.setdefault("colopred (XGBoost)", np.full(len(df), np.nan))[te] = m.predict(X[te])
             iv_all[te] = m.predict_interval(X[te])
             covered[te] = True
             folds += 1
+            if not baselines:
+                continue
+            for name, p in (("linear (ridge)", LinearBaseline().fit(X[tr], s[tr]).predict(X[te])),
+                            ("contention baseline (fitted)", ContentionBaseline(load_kind(mode)).fit(X[tr], s[tr]).predict(X[te]))):
+                pred_all.setdefault(name, np.full(len(df), np.nan))[te] = p
             for name, f in FIXED_BASELINES.items():
                 pred_all.setdefault(name, np.full(len(df), np.nan))[te] = f(df.iloc[te])
         log(f"  {mode} {kind}: {folds} fold(s), {time.monotonic() - t0:.0f} s")
@@ -182,7 +201,7 @@ def solo_time_sensitivity(ds: Dataset, modes=("timeslice", "mps"), table: pd.Dat
             t = table[(table["mode"] == mode) & (table["split"] == kind) & table["method"].str.startswith("colopred")]
             return float(t["slowdown_mape_pct"].iloc[0])
         df = d.for_mode(mode)
-        return mape_pct(df["slowdown"].to_numpy(), out_of_sample(df, kind))
+        return mape_pct(df["slowdown"].to_numpy(), out_of_sample(df, kind, source=d.profile_source))
 
     rows = []
     for label, d in (("re-timed to the window's solo baseline", ds), ("profile's own iteration time", ds.with_profile_times())):
@@ -202,10 +221,10 @@ def evaluate(ds: Dataset, out_dir: str | Path | None = None, modes=("timeslice",
         if df.empty:
             continue
         log(f"evaluating {mode}: {df['window_id'].nunique()} sets, {len(df)} job rows")
-        t, p = evaluate_mode(df, log=log)
+        t, p = evaluate_mode(df, log=log, source=ds.profile_source)
         tables.append(t.assign(mode=mode))
         preds.append(p.assign(mode=mode))
-        models[mode] = SlowdownModel(mode=mode, calibrate=False).fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy())
+        models[mode] = new_model(mode, ds.profile_source, calibrate=False).fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy())
     table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     if table.empty:
         raise InputError(None, f"too few measurements to cross-validate {', '.join(modes)}: every split leaves nothing to train on")
@@ -217,5 +236,11 @@ def evaluate(ds: Dataset, out_dir: str | Path | None = None, modes=("timeslice",
         placement = placement_table(ds, modes)
         log("profiles not re-timed")
         sensitivity = solo_time_sensitivity(ds, modes, table) if ds.retimed else None
-        write_report(Path(out_dir), ds, table, pd.concat(preds, ignore_index=True), models, placement, sensitivity)
+        protocol = None
+        if ds.root is not None and (ds.root / "locked_split.json").is_file():
+            from .protocol import locked_architectures, protocol_table
+
+            log("locked split and noise floors")
+            protocol = protocol_table(ds, locked_architectures(ds.root), modes, log=log)
+        write_report(Path(out_dir), ds, table, pd.concat(preds, ignore_index=True), models, placement, sensitivity, protocol)
     return table

@@ -22,10 +22,10 @@ from typing import Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from ..runtime.estimator import SlowdownModel
 from ..runtime.features import FEATURES
 from ..runtime.predictor import Predictor
 from .dataset import Dataset
+from .evaluation import new_model
 
 
 def perfect_matchings(items: Sequence[str]) -> Iterator[list[tuple[str, str]]]:
@@ -61,14 +61,14 @@ def compare_placements(ds: Dataset, mode: str, jobs: Sequence[str]) -> pd.DataFr
     # A model that never saw a set made only of these jobs.
     inside = df["set"].map(lambda s: set(s.split("+")) <= set(jobs))
     train = df[~inside]
-    model = SlowdownModel(mode=mode).fit(train[list(FEATURES)].to_numpy(), train["slowdown"].to_numpy())
+    model = new_model(mode, ds.profile_source).fit(train[list(FEATURES)].to_numpy(), train["slowdown"].to_numpy())
     n_gpus = len(jobs) // 2
     profiles = [ds.profiles[j] for j in jobs]
     if ds.retimed:
         pairs = df[inside & (df["n_jobs"] == 2)]
         solo_ms = pairs.groupby("job")["solo_ms"].median()
         profiles = [p.retimed(float(solo_ms[p.name])) for p in profiles]
-    placed = Predictor(model=model, mode=mode).pack(profiles, n_gpus=n_gpus, max_per_gpu=2).gpus
+    placed = Predictor(model=model, mode=mode, manifest={"profile_source": ds.profile_source}).pack(profiles, n_gpus=n_gpus, max_per_gpu=2).gpus
     packed = value([tuple(g) for g in placed])
     rows = [
         {"policy": "one job per GPU", "jobs_running": n_gpus, "throughput": float(n_gpus)},

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..constants import SHARE_EPS_US
+from ..constants import SHARE_EPS_US, WAIT_BUSY_GATE_EXPONENT
 from ..io import atomic_file, write_csv_atomic, write_text_atomic
 from .dataset import Dataset
 
@@ -44,7 +44,8 @@ def placement_summary(placement: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFrame, models: dict,
-                 placement: pd.DataFrame | None = None, sensitivity: pd.DataFrame | None = None) -> Path:
+                 placement: pd.DataFrame | None = None, sensitivity: pd.DataFrame | None = None,
+                 protocol: pd.DataFrame | None = None) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -98,11 +99,20 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         "",
         "Model (`docs/model.md`): s = (1 + α·L + β_full·W·φ_j + β_small·W·(1 − φ_j))·exp(f(x)): a contention baseline "
         "(L the co-runners' contention load, under MPS weighted by who holds the SMs longer (ε = "
-        f"{SHARE_EPS_US:g} µs) and by their SM fill; W the MPS wait per serial launch, gated by √busy_j; φ_j the target's "
+        f"{SHARE_EPS_US:g} µs) and by their SM fill; W the MPS wait per serial launch, gated by busy_j^{WAIT_BUSY_GATE_EXPONENT:.2g}; φ_j the target's "
         "per-launch SM fill; α, β ≥ 0 by least squares) times XGBoost trees f on the target's profile and the mean/max/min "
-        "of its co-runners'. The row \"contention baseline (fitted)\" is that baseline alone. Intervals: 5%/95% quantile "
-        "model widened by split-conformal residuals from folds grouped by architecture.",
+        "of its co-runners'. The row \"contention baseline (fitted)\" is that baseline alone. Intervals (stated level 90%): "
+        "split-conformal, from out-of-fold log residuals of inner folds grouped by architecture (by set on the random split, "
+        "whose test sets are of seen architectures), widened by ((n − 1)/(m − 1))^0.5 for a set of n jobs larger than any (m) "
+        "in training (`docs/model.md`, \"Intervals\").",
         "",
+        *([] if ds.profile_source == "ncu" else [
+            "**Profiles: NVML GPM** (`profiles/nvml`, `colopred profile nvml`): the same measured sets and slowdowns, each "
+            "job described by its GPM profile instead of its ncu profile. A GPM profile has busy fraction, DRAM "
+            "utilisation, occupancy, SM fill (SM activity over graphics activity), iteration time and peak memory; no "
+            "kernel count, per-launch fill, MPS wait or kernel distributions, so the trees see only "
+            "`runtime.sources.gpm_model_features` and the baseline's wait terms are 0 (`docs/model.md`, \"GPM profiles\").",
+            ""]),
         "Inputs: " + ("each window's jobs are described by their profiles re-timed (`JobProfile.retimed`) to the solo "
                       "iteration time its slowdowns are measured against (the job's solo windows just before and after it "
                       "on the same machine); a slowdown s = t'/t is predicted from that t, which makes its error the error "
@@ -139,6 +149,23 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         plt.close(fig)
         figs.append("placement.png")
         write_csv_atomic(placement.drop(columns=["colopred_placement"]), out / "placement.csv", index=False)
+    if protocol is not None and not protocol.empty:
+        lines += ["## Honest protocol: locked split, development figures, noise floors", "",
+                  "`datasets/h100/locked_split.json` (`scripts/lock_split.py`) locks architectures drawn by a seeded rule "
+                  "stratified by family, before the interval calibration was chosen; the choices made after it were made on "
+                  "the development rows (sets without a locked architecture) only (`colopred/constants.py` says which). "
+                  "Development: cross-validation on the development rows. Locked: one model fitted on development rows "
+                  "(pairs for pairs->triples; pairs and triples for ->quads) predicts the sets holding a locked "
+                  "architecture (triples, four-job sets) once, with the two fitted baselines beside it. The constants chosen "
+                  "before the lock (the MPS wait's γ and half-wave threshold, ε, the wait gate, the tree settings; for GPM "
+                  "profiles the SM fill from GPM counters) saw every architecture, so the locked figure is honest for the "
+                  "interval calibration only. Noise "
+                  "floor: the MAPE of predicting each measured slowdown by the mean of the other measurements of the same "
+                  "job in the same set (same mode, any machine), over the test rows measured more than once "
+                  "(`rows_repeated_pct` of them), beside colopred's MAPE on those same rows. The repeated sets are not a "
+                  "random sample: host-bound jobs and cross-machine checks were repeated on purpose (data card, \"Noise\").", "",
+                  md_table(protocol), ""]
+        write_csv_atomic(protocol, out / "protocol.csv", index=False)
     if sensitivity is not None and not sensitivity.empty:
         lines += ["## Solo time of the profiles", "",
                   "colopred (MAPE of per-job slowdown) with each job described by its profile re-timed to its solo baseline "
@@ -149,6 +176,21 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
                   "*other* solo windows on the same machine (timed at another moment).", "",
                   md_table(sensitivity), ""]
         write_csv_atomic(sensitivity, out / "solo_time.csv", index=False)
+    if ds.profile_source == "nvml" and ds.root is not None and (ds.root / "profiling_cost").is_dir():
+        from .profiling_cost import RUN_GAP_S, profiling_cost_table
+
+        cost = profiling_cost_table(ds.root)
+        lines += ["## Profiling cost per zoo job: ncu vs GPM", "",
+                  "Seconds per job, as recorded when the profiles were taken (`colopred.research.profiling_cost`). ncu: the "
+                  "solo timing run (iteration time, peak memory) and the ncu kernel-replay run with the minimal metric set, "
+                  "from `profiling_cost/ncu_profiles*.log`. GPM: one run timing 50 iterations under NVML sampling; no log "
+                  "times it, so its cost is the time between the write of the previous GPM profile of the same run (at most "
+                  f"{RUN_GAP_S:g} s before) and its own (process start, warm-up, timed iterations); a run's first job has no "
+                  "figure. `gpm_sampled_s`: the sampled window alone.", "",
+                  md_table(cost.describe().loc[["count", "min", "50%", "mean", "max"]].rename_axis("statistic").reset_index()
+                           .astype({"statistic": str})), "",
+                  md_table(cost), ""]
+        write_csv_atomic(cost, out / "profiling_cost.csv", index=False)
     lines += [f"![{f}]({f})" for f in figs]
     path = out / "report.md"
     write_text_atomic(path, "\n".join(lines) + "\n")

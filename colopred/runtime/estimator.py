@@ -23,7 +23,10 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from ..constants import (
     CONFORMAL_FOLDS,
     INTERVAL_COVERAGE,
+    INTERVAL_QUANTILE_FLOOR,
     INTERVAL_QUANTILES,
+    INTERVAL_SCALE,
+    INTERVAL_SIZE_EXPONENT,
     TREE_PARAMS,
 )
 from .baseline import (
@@ -53,6 +56,26 @@ _N_JOBS = FEATURES.index("n_jobs")
 def _alone(X: np.ndarray) -> np.ndarray:
     """Rows of a job that runs alone (a set of one): its slowdown is 1 by definition, not a model's estimate."""
     return X[:, _N_JOBS] <= 1
+
+
+INTERVAL_SCALES = ("none", "beyond_size")
+"""How the conformal half-width scales from row to row (``interval_scale``): ``none``, one width for every row;
+``beyond_size``, one width for sets of a size the model was trained on, and ((n − 1)/(m − 1))^a times it for a set
+of n > m jobs, m the largest set size in training and a = ``constants.INTERVAL_SIZE_EXPONENT``."""
+
+
+def interval_scale(X: np.ndarray, kind: str, max_set_size: int | None, exponent: float = INTERVAL_SIZE_EXPONENT) -> np.ndarray:
+    """σ(x) of each FEATURES row: the conformal score is |log residual| / σ and the interval's log half-width w·σ
+    (normalised split-conformal, Lei et al. 2018, "Distribution-free predictive inference for regression", §5.2).
+    Calibration residuals come from sets of the sizes trained on; a larger set is predicted by extrapolation, whose
+    errors the calibration never sees, so ``beyond_size`` widens its interval with the co-runners it has beyond
+    the largest trained set."""
+    if kind == "none" or max_set_size is None:
+        return np.ones(len(X))
+    if kind == "beyond_size":
+        m = max(int(max_set_size), 2)
+        return np.maximum((X[:, _N_JOBS] - 1.0) / (m - 1.0), 1.0) ** exponent
+    raise ValueError(f"unknown interval scale {kind!r} (one of {', '.join(INTERVAL_SCALES)})")
 
 
 def _rows(X) -> np.ndarray:
@@ -87,14 +110,18 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         Also fit the interval model.
     calibrate : bool
         Widen the interval by split-conformal calibration when ``fit`` gets ``groups``.
+    interval_scale : str, optional
+        How the conformal width scales from row to row (:data:`INTERVAL_SCALES`; default ``constants.INTERVAL_SCALE``).
+    quantile_floor : bool, optional
+        Whether the interval also holds the quantile model's 5%/95% band (default ``constants.INTERVAL_QUANTILE_FLOOR``).
 
     Fitted attributes: ``baseline_coefs_``, ``point_``, ``interval_`` (None without ``interval``),
-    ``conformal_log_width_``, ``features_``, ``load_``.
+    ``conformal_log_width_``, ``max_set_size_`` (the largest set in training), ``features_``, ``load_``.
     """
 
     def __init__(self, mode: str | None = None, params: dict | None = None, monotone: bool = True,
                  features: Sequence[str] | None = None, load: str | None = None, interval: bool = True,
-                 calibrate: bool = True):
+                 calibrate: bool = True, interval_scale: str | None = None, quantile_floor: bool | None = None):
         self.mode = mode
         self.params = params
         self.monotone = monotone
@@ -102,6 +129,8 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self.load = load
         self.interval = interval
         self.calibrate = calibrate
+        self.interval_scale = interval_scale
+        self.quantile_floor = quantile_floor
 
     # ----------------------------------------------------------------- settings
     def _resolve(self) -> None:
@@ -114,6 +143,10 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         if self.load_ not in LOAD_KINDS:
             raise ValueError(f"unknown contention load {self.load_!r} (one of {', '.join(LOAD_KINDS)})")
         self._cols = np.array([FEATURES.index(f) for f in self.features_])
+        self.interval_scale_ = self.interval_scale if self.interval_scale is not None else INTERVAL_SCALE
+        if self.interval_scale_ not in INTERVAL_SCALES:
+            raise ValueError(f"unknown interval scale {self.interval_scale_!r} (one of {', '.join(INTERVAL_SCALES)})")
+        self.quantile_floor_ = bool(self.quantile_floor if self.quantile_floor is not None else INTERVAL_QUANTILE_FLOOR)
 
     @property
     def tree_params_(self) -> dict[str, Any]:
@@ -152,6 +185,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
             raise ValueError("slowdowns must be finite and positive")
         terms = baseline_terms(X, self.load_)
         Xm = X[:, self._cols]
+        self.max_set_size_ = int(X[:, _N_JOBS].max())
         self.baseline_coefs_, r, self.point_ = self._fit_parts(Xm, terms, s)
         self.conformal_log_width_ = 0.0
         self.interval_ = None
@@ -174,7 +208,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
                     resid[te] = np.log(s[te]) - np.log(baseline_slowdown(c, terms[te])) - m.get_booster().inplace_predict(Xm[te])
                 n = len(resid)
                 q = min(1.0, np.ceil((n + 1) * INTERVAL_COVERAGE) / n)
-                self.conformal_log_width_ = float(np.quantile(np.abs(resid), q))
+                self.conformal_log_width_ = float(np.quantile(np.abs(resid) / self._scale(X), q))
         return self
 
     # ------------------------------------------------------------------ predict
@@ -198,6 +232,10 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         out = out[: len(X)]
         with np.errstate(invalid="ignore"):  # NaN (a missing feature) casts to NaN; the vectorised cast flags it anyway
             return np.take(X, self._cols, axis=1, out=out, mode="clip")  # one pass, cast on the way (indices are valid)
+
+    def _scale(self, X: np.ndarray) -> np.ndarray:
+        """σ(x) of the conformal width of each row (:func:`interval_scale`)."""
+        return interval_scale(X, self.interval_scale_, getattr(self, "max_set_size_", None))
 
     def _point(self, Xm: np.ndarray, base: np.ndarray) -> np.ndarray:
         return base * np.exp(_booster(self.point_, len(Xm)).inplace_predict(Xm))
@@ -232,9 +270,11 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         Xm = self._tree_rows(X)
         base = baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_))
         p = self._point(Xm, base)
-        q = np.exp(np.asarray(_booster(self.interval_, len(X)).inplace_predict(Xm)).reshape(len(X), -1)) * base[:, None]
-        w = np.exp(self.conformal_log_width_)
-        iv = np.column_stack([np.minimum(q[:, 0], p / w), np.maximum(q[:, -1], p * w)])
+        w = np.exp(self.conformal_log_width_ * self._scale(X))
+        iv = np.column_stack([p / w, p * w])
+        if self.quantile_floor_:
+            q = np.exp(np.asarray(_booster(self.interval_, len(X)).inplace_predict(Xm)).reshape(len(X), -1)) * base[:, None]
+            iv = np.column_stack([np.minimum(q[:, 0], iv[:, 0]), np.maximum(q[:, -1], iv[:, 1])])
         alone = _alone(X)
         return np.where(alone, 1.0, p), np.where(alone[:, None], 1.0, iv)
 

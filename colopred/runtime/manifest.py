@@ -30,7 +30,8 @@ from ..schema import loads
 from ..schema import problems as schema_problems
 from .baseline import BASELINE_TERMS, load_kind
 from .estimator import SlowdownModel
-from .features import FEATURES, MONOTONE_INCREASING, model_features
+from .features import FEATURES, MONOTONE_INCREASING
+from .sources import model_features_for
 
 MANIFEST_SCHEMA = "colopred.model"
 MANIFEST_VERSION = 7  # the history of versions is in docs/history.md
@@ -44,9 +45,14 @@ def shipped_models_dir() -> Path:
     return Path(env) if env else Path(str(resources.files("colopred.runtime") / "models"))
 
 
-def default_model_path(mode: str) -> Path:
-    """The shipped manifest of ``mode``."""
-    return shipped_models_dir() / f"{DEFAULT_MODEL_STEM}-{mode}.json"
+def model_stem(stem: str, mode: str, source: str = "ncu") -> str:
+    """The file stem of a model of ``mode`` for ``source`` profiles: ``STEM-MODE`` (ncu), ``STEM-MODE-nvml`` (GPM)."""
+    return f"{stem}-{mode}" + ("" if source == "ncu" else f"-{source}")
+
+
+def default_model_path(mode: str, source: str = "ncu") -> Path:
+    """The shipped manifest of ``mode`` for ``source`` profiles (``sources.PROFILE_SOURCES``)."""
+    return shipped_models_dir() / f"{model_stem(DEFAULT_MODEL_STEM, mode, source)}.json"
 
 
 def sha256(path: Path) -> str:
@@ -104,7 +110,9 @@ def save_model(path: str | os.PathLike, model: SlowdownModel, mode: str, /, **ex
                "contention_load": model.load_,
                "target": "log(slowdown) - log(1 + " + " + ".join(f"baseline_coefs[{k}] * {k}" for k in BASELINE_TERMS) + ")",
                "interval_quantiles": list(INTERVAL_QUANTILES), "interval_coverage": INTERVAL_COVERAGE,
-               "conformal_log_width": model.conformal_log_width_, "files": {}}
+               "conformal_log_width": model.conformal_log_width_, "interval_scale": model.interval_scale_,
+               "interval_quantile_floor": model.quantile_floor_, "profile_source": extra.get("profile_source", "ncu"),
+               "files": {}}
         man.update({k: v for k, v in extra.items() if k not in man})  # provenance and metrics; never the model's own fields
 
         def text(names: dict[str, str]) -> str:
@@ -167,7 +175,8 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
     if problems:
         raise SchemaError(path, f"invalid manifest: {problems[0]}")
     mode = man["mode"]
-    if man["features"] != list(FEATURES) or man["model_features"] != list(model_features(mode)):
+    source = man.setdefault("profile_source", "ncu")  # manifests written before GPM models existed: ncu
+    if man["features"] != list(FEATURES) or man["model_features"] != list(model_features_for(mode, source)):
         raise SchemaError(path, "model was trained on a different feature schema than this colopred computes")
     if man["contention_load"] != load_kind(mode):
         raise SchemaError(path, f"manifest's contention_load {man['contention_load']!r} is not the {mode} mode's ({load_kind(mode)!r})")
@@ -204,9 +213,12 @@ def load_model(path: str | os.PathLike) -> tuple[SlowdownModel, dict[str, Any]]:
     man = read_manifest(path)
     mode = man["mode"]
     model = SlowdownModel(mode=mode, params=man.get("params"), monotone=bool(man.get("monotone", True)),
-                          features=man["model_features"], load=man["contention_load"])
+                          features=man["model_features"], load=man["contention_load"],
+                          # manifests written before these fields: one width for every row, quantile band kept
+                          interval_scale=man.get("interval_scale", "none"), quantile_floor=man.get("interval_quantile_floor", True))
     model._resolve()
     model.conformal_log_width_ = float(man.get("conformal_log_width", 0.0))
+    model.max_set_size_ = man.get("max_set_size")  # the interval's beyond_size scale (None: every row alike)
     model.baseline_coefs_ = np.array([float(man["baseline_coefs"][k]) for k in BASELINE_TERMS])
     for part in MODEL_PARTS:
         f = _model_file(path, man["files"][part], part)

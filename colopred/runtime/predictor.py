@@ -1,6 +1,7 @@
 """The scheduler-facing API: ``Predictor`` (one model of one sharing mode) and its ``Prediction``.
 
   pred = Predictor.default("mps")            # the shipped H100 model, or Predictor.load("my-mps.json")
+  pred = Predictor.for_profiles("mps", jobs) # the shipped model for the jobs' profiles (ncu or GPM)
   p = pred.predict([a, b])                   # Prediction: slowdown, interval, delta, throughput, fits_memory
   pred.predict_many([[a, b], [a, b, c]])     # tidy DataFrame, one row per job of each set
   pred.rank_partners(a, candidates, k=3)     # best partners for a job
@@ -31,6 +32,7 @@ from .baseline import BASELINE_COLUMNS
 from .features import FEATURES, feature_columns, feature_matrix, index_sets, profile_matrix  # noqa: F401 (index_sets: the benchmark's)
 from .manifest import default_model_path, load_model, save_model
 from .placement import Gpu, Placement, place
+from .sources import PROFILE_SOURCES, source_of
 
 
 @dataclass(frozen=True)
@@ -103,14 +105,27 @@ class Predictor:
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def default(cls, mode: str = "mps") -> "Predictor":
-        """The shipped H100 model of ``mode``."""
+    def default(cls, mode: str = "mps", source: str = "ncu") -> "Predictor":
+        """The shipped H100 model of ``mode`` for ``source`` profiles (``ncu``, or ``nvml``: GPM profiles)."""
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
-        path = default_model_path(mode)
+        if source not in PROFILE_SOURCES:
+            raise ValueError(f"unknown profile source {source!r} (one of {', '.join(PROFILE_SOURCES)})")
+        path = default_model_path(mode, source)
         if not path.exists():
-            raise InputError(path, f"no shipped default model for mode {mode!r}")
+            raise InputError(path, f"no shipped default model for mode {mode!r} and {source} profiles")
         return cls.load(path)
+
+    @classmethod
+    def for_profiles(cls, mode: str, profiles: Sequence[JobProfile]) -> "Predictor":
+        """The shipped model of ``mode`` that reads ``profiles``: the GPM model for GPM profiles, the ncu model for ncu
+        profiles; a mix of both is refused (``ValueError``; ``colopred.runtime.sources.source_of``)."""
+        return cls.default(mode, source_of(profiles))
+
+    @property
+    def profile_source(self) -> str:
+        """The profiles the model was trained on and reads: ``ncu`` or ``nvml`` (GPM)."""
+        return self.manifest.get("profile_source", "ncu")
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Predictor":
@@ -136,7 +151,7 @@ class Predictor:
                 return
 
     def _check_wait(self, profiles: Sequence[JobProfile]) -> None:
-        if self.mode != "mps":
+        if self.mode != "mps" or self.profile_source == "nvml":  # a GPM model reads no wait
             return
         for p in profiles:
             if p.source == "ncu" and p.mps_wait_us is None:

@@ -1,0 +1,123 @@
+"""Issue 23's honest protocol: figures on a locked split beside the development figures, and each split's noise floor.
+
+``datasets/h100/locked_split.json`` (``scripts/lock_split.py``) names architectures drawn by a seeded rule before the
+interval calibration was chosen. Development rows are those of sets without a locked architecture; locked rows are the
+others. Every choice made after the lock is made on development rows only (``colopred.constants`` says which).
+
+- Development figure: :func:`evaluation.evaluate_mode` on the development rows alone (the cross-validation the choices
+  were made on).
+- Locked figure: a model fitted on development rows predicts the locked rows, once: ``leave-arch`` all locked rows
+  from all development rows; ``pairs->triples`` locked triples from development pairs; ``pairs+triples->quads``
+  locked four-job sets from development pairs and triples.
+- Noise floor (:func:`noise_floor`): the MAPE of predicting each measured slowdown by the mean of the other
+  measurements of the same job in the same set (same mode), over the split's test rows that were measured more than
+  once: the error a model that knew the set's other repeats would make.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..runtime.features import FEATURES
+from .baselines import ContentionBaseline, LinearBaseline
+from .dataset import Dataset
+from .evaluation import SPLITS, evaluate_mode, metrics, new_model
+
+LOCKED_SPLIT_FILE = "locked_split.json"
+LOCKED_KINDS = {
+    "leave-arch": (lambda n: n >= 2, lambda n: n >= 2),
+    "pairs->triples": (lambda n: n == 2, lambda n: n == 3),
+    "pairs+triples->quads": (lambda n: (n == 2) | (n == 3), lambda n: n == 4),
+}
+"""Locked figure of each kind of split: (training rows' set sizes, test rows' set sizes)."""
+
+
+def locked_architectures(root: str | Path) -> list[str]:
+    """The locked architectures of ``root/locked_split.json``."""
+    path = Path(root) / LOCKED_SPLIT_FILE
+    try:
+        doc = json.loads(path.read_text())
+        locked = doc["locked"]
+    except FileNotFoundError:
+        raise InputError(path, "no locked split (scripts/lock_split.py draws one)") from None
+    except (ValueError, KeyError, TypeError):
+        raise InputError(path, "not a locked split (expected a JSON object with a 'locked' list)") from None
+    if not isinstance(locked, list) or not all(isinstance(a, str) for a in locked):
+        raise InputError(path, "'locked' must be a list of architecture names")
+    return locked
+
+
+def is_locked(df: pd.DataFrame, locked: list[str]) -> np.ndarray:
+    """Rows of a set holding a locked architecture."""
+    lock = set(locked)
+    return df["set_archs"].map(lambda a: bool(lock.intersection(a))).to_numpy()
+
+
+def noise_floor(df: pd.DataFrame) -> pd.Series:
+    """Per row: |mean of the other measurements of the same (set, job)| − its own| / its own; NaN for a row measured once."""
+    g = df.groupby(["set", "job"])["slowdown"]
+    total, count = g.transform("sum"), g.transform("count")
+    others = (total - df["slowdown"]) / (count - 1).where(count > 1)
+    return (others - df["slowdown"]).abs() / df["slowdown"]
+
+
+def protocol_table(ds: Dataset, locked: list[str], modes=("timeslice", "mps"),
+                   log: Callable[[str], None] = lambda s: None) -> pd.DataFrame:
+    """Development, locked and noise-floor figures of every mode and kind of split (module doc)."""
+    rows = []
+    for mode in modes:
+        df = ds.for_mode(mode)
+        if df.empty:
+            continue
+        lk = is_locked(df, locked)
+        dev = df[~lk].reset_index(drop=True)
+        n_jobs = df["n_jobs"].to_numpy()
+        floor = noise_floor(df).to_numpy()  # a set's repeats are all locked or all development
+        log(f"  {mode}: development cross-validation ({dev['window_id'].nunique()} sets)")
+        t, preds = evaluate_mode(dev, log=log, source=ds.profile_source, baselines=False)
+        for r in t.to_dict("records"):
+            p = preds.loc[preds["split"] == r["split"]]
+            rows.append({"mode": mode, "split": r["split"], "figure": "development (CV, development architectures)",
+                         **{k: r[k] for k in ("slowdown_mape_pct", "interval_coverage_pct", "delta_mae", "pays_off_agreement_pct", "n_sets")},
+                         **_on_repeats(p["slowdown"].to_numpy(), p["pred"].to_numpy(), _dev_floor(dev, p))})
+        X, s = df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy()
+        for kind, (train_size, test_size) in LOCKED_KINDS.items():
+            tr = np.flatnonzero(~lk & train_size(n_jobs))
+            te = np.flatnonzero(lk & test_size(n_jobs))
+            if len(tr) == 0 or len(te) == 0:
+                continue
+            m = new_model(mode, ds.profile_source).fit(X[tr], s[tr], groups=df["arch"].to_numpy()[tr])
+            sub = df.iloc[te]
+            base = {"contention baseline MAPE %": ContentionBaseline(m.load_).fit(X[tr], s[tr]).predict(X[te]),
+                    "ridge MAPE %": LinearBaseline().fit(X[tr], s[tr]).predict(X[te])}
+            pred = m.predict(X[te])
+            met = metrics(sub, pred, m.predict_interval(X[te]))
+            rows.append({"mode": mode, "split": kind, "figure": "locked (fitted on development, tested on locked sets)",
+                         **{k: met[k] for k in ("slowdown_mape_pct", "interval_coverage_pct", "delta_mae", "pays_off_agreement_pct", "n_sets")},
+                         **{k: float(np.mean(np.abs(p - s[te]) / s[te]) * 100) for k, p in base.items()},
+                         **_on_repeats(s[te], pred, floor[te])})
+    out = pd.DataFrame(rows)
+    order = {k: i for i, k in enumerate(SPLITS)}
+    return out.sort_values(["mode", "split", "figure"], key=lambda c: c.map(order) if c.name == "split" else c,
+                           kind="stable").reset_index(drop=True)
+
+
+def _dev_floor(dev: pd.DataFrame, preds: pd.DataFrame) -> np.ndarray:
+    """:func:`noise_floor` of the development rows a split's predictions cover (``preds`` keeps ``window_id`` and ``job``)."""
+    f = dev.assign(floor=noise_floor(dev)).set_index(["window_id", "job"])["floor"]
+    return f.reindex(pd.MultiIndex.from_frame(preds[["window_id", "job"]])).to_numpy()
+
+
+def _on_repeats(measured: np.ndarray, pred: np.ndarray, floor: np.ndarray) -> dict[str, float]:
+    """The noise floor and colopred's MAPE on the same rows (those measured more than once), and their share."""
+    rep = np.isfinite(floor)
+    if not rep.any():
+        return {"rows_repeated_pct": 0.0, "noise_floor_mape_pct": float("nan"), "colopred_mape_on_repeated_pct": float("nan")}
+    return {"rows_repeated_pct": float(rep.mean() * 100), "noise_floor_mape_pct": float(floor[rep].mean() * 100),
+            "colopred_mape_on_repeated_pct": float(np.mean(np.abs(pred[rep] - measured[rep]) / measured[rep]) * 100)}

@@ -1,0 +1,87 @@
+"""Issue 23: the intervals' set-size widening, the locked split, the noise floor and the profiling-cost records."""
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from colopred.profile import JobProfile
+from colopred.research.dataset import load_dataset
+from colopred.research.profiling_cost import profiling_cost_table
+from colopred.research.protocol import is_locked, locked_architectures, noise_floor
+from colopred.runtime.estimator import SlowdownModel
+from colopred.runtime.features import FEATURES
+
+from .conftest import DATA, ROOT
+
+pytestmark = pytest.mark.data
+
+
+@pytest.fixture(scope="module")
+def timeslice():
+    return load_dataset(DATA).for_mode("timeslice")
+
+
+def test_interval_widens_for_sets_larger_than_any_in_training(timeslice):
+    """The conformal half-width is w for sets of a trained size and w·((n − 1)/(m − 1))^0.5 beyond (m the largest
+    trained set): a model trained on pairs gives triples and four-job sets √2 and √3 wider log intervals."""
+    pairs = timeslice[timeslice["n_jobs"] == 2]
+    m = SlowdownModel(mode="timeslice").fit(pairs[list(FEATURES)], pairs["slowdown"], groups=pairs["arch"])
+    assert m.max_set_size_ == 2 and m.interval_scale_ == "beyond_size" and not m.quantile_floor_
+    w = m.conformal_log_width_
+    assert 0 < w < 1
+    for n, factor in ((2, 1.0), (3, math.sqrt(2)), (4, math.sqrt(3))):
+        rows = timeslice[timeslice["n_jobs"] == n][list(FEATURES)].head(20)
+        p, iv = m.predict_with_interval(rows)
+        assert np.allclose(np.log(iv[:, 1] / p), w * factor, rtol=1e-9) and np.allclose(np.log(p / iv[:, 0]), w * factor, rtol=1e-9)
+
+
+def test_the_locked_split_is_the_rules_draw_and_every_locked_architecture_was_measured(timeslice):
+    """datasets/h100/locked_split.json is what scripts/lock_split.py's seeded rule draws, and each locked architecture
+    has measured sets (so the locked figure tests it)."""
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "lock_split.py"), "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    locked = locked_architectures(DATA)
+    doc = json.loads((DATA / "locked_split.json").read_text())
+    assert sorted(doc["locked"] + doc["development"]) == doc["architectures"] and len(locked) == 5
+    lk = is_locked(timeslice, locked)
+    assert 0 < lk.mean() < 1
+    for arch in locked:
+        assert (timeslice["arch"] == arch).any()
+    assert not timeslice.loc[~lk, "arch"].isin(locked).any()
+
+
+def test_noise_floor_is_the_error_of_the_mean_of_the_other_repeats(timeslice):
+    """noise_floor: |mean of the other measurements of the same (set, job) − this one| / this one; NaN if measured once."""
+    floor = noise_floor(timeslice)
+    counts = timeslice.groupby(["set", "job"])["slowdown"].transform("count")
+    assert floor[counts == 1].isna().all() and floor[counts > 1].notna().all()
+    key = timeslice[counts == counts.max()].iloc[0]
+    same = timeslice[(timeslice["set"] == key["set"]) & (timeslice["job"] == key["job"])]
+    for i, row in same.iterrows():
+        others = same["slowdown"].drop(i)
+        assert floor[i] == pytest.approx(abs(others.mean() - row["slowdown"]) / row["slowdown"], rel=1e-12)
+
+
+def test_profiling_cost_table_reads_what_was_recorded():
+    """ncu: the timing run and the ncu run of each job from the session logs, the ncu run as each ncu profile records it
+    (meta.ncu_wall_s, to the log's 0.1 s); GPM: the gap from the previous GPM profile of its run, none for a run's first."""
+    t = profiling_cost_table(DATA).set_index("job")
+    ncu = {p.stem: JobProfile.from_json(p) for p in (DATA / "profiles" / "ncu").glob("*.json")}
+    assert set(t.index) == set(ncu) and len(t) == 49
+    for name, p in ncu.items():
+        assert t.loc[name, "ncu_run_s"] == pytest.approx(p.meta["ncu_wall_s"], abs=0.051)
+    assert np.allclose(t["ncu_total_s"], t["timing_run_s"] + t["ncu_run_s"])
+    gpm = t["gpm_s"].dropna()
+    assert len(gpm) >= 40 and gpm.between(1, 120).all()
+    assert t.loc["resnet18-b64-fp32", "timing_run_s"] == 14.4  # "resnet18-b64-fp32: solo iteration 16.28 ms, ... (14.4 s)"
+    assert (t.loc[gpm.index, "ncu_total_s"] > gpm).all()  # on every job timed both ways, ncu cost more
+
+
+def test_shipped_gpm_profiles_are_what_the_profiler_makes_of_their_counters():
+    """scripts/reprofile_nvml.py --check: every GPM profile's fields (SM fill included) follow from its recorded counters."""
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "reprofile_nvml.py"), "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
