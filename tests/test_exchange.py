@@ -70,7 +70,8 @@ def test_a_hand_made_table_in_another_labs_format_imports_with_provenance(tmp_pa
     assert prov["columns"]["speed"] == "norm_tput" and prov["columns"]["gpu_util_pct"] == "utilization.gpu [%]"
     assert prov["columns"]["sm_occupancy_pct"] == "DCGM_FI_PROF_SM_OCCUPANCY" and prov["rows"] == 21 and prov["sets"] == 10
     # the coarse columns as a GPM-like profile (docs/formats.md): lab_lstm's row is 58 %, 19 %, 6144 MiB, 0.21, 0.47
-    p = JobProfile.from_json(out / "profiles" / "ncu" / "lab_lstm.json")
+    assert not (out / "profiles" / "ncu").exists()  # coarse profiles are GPM-like: profiles/nvml, for train --profiles nvml
+    p = JobProfile.from_json(out / "profiles" / "nvml" / "lab_lstm.json")
     assert p.source == "nvml" and p.gpu.name == "NVIDIA A100-SXM4-80GB" and p.gpu.sm_count == 108
     assert p.iteration_ms == 24.0 and p.busy_fraction == pytest.approx(0.58)
     assert p.dram_util_pct == pytest.approx(19 / 0.58) and p.achieved_occupancy_pct == pytest.approx(21 / 0.47)
@@ -88,11 +89,11 @@ def test_a_hand_made_table_in_another_labs_format_imports_with_provenance(tmp_pa
     assert rec["kind"] == "colo" and rec["imported"] == {"set_id": "e01", "rows": [1, 2]}
     assert rec["provenance"]["source_sha256"] == prov["source_sha256"]
     # train reads it, and the model predicts the lab's jobs
-    assert main(["train", "--data", str(out), "--out", str(tmp_path / "m"), "--no-metrics", "-q"]) == 0
-    assert main(["predict", str(out / "profiles" / "ncu" / "lab_lstm.json"), str(out / "profiles" / "ncu" / "lab_unet.json"),
-                 "--mode", "timeslice", "--model", str(tmp_path / "m-timeslice.json"), "--json"]) == 0
+    assert main(["train", "--data", str(out), "--out", str(tmp_path / "m"), "--profiles", "nvml", "--no-metrics", "-q"]) == 0
+    assert main(["predict", str(out / "profiles" / "nvml" / "lab_lstm.json"), str(out / "profiles" / "nvml" / "lab_unet.json"),
+                 "--mode", "timeslice", "--model", str(tmp_path / "m-timeslice-nvml.json"), "--json"]) == 0
     pred = json.loads(capsys.readouterr().out)
     assert [j["name"] for j in pred["jobs"]] == ["lab_lstm", "lab_unet"]
     # importing the same table again under another name keeps the profiles (same measurement) and adds a campaign
     assert main(["import", str(LAB), "--out", str(out), "--name", "again", *LAB_COLUMNS]) == 0
-    assert JobProfile.from_json(out / "profiles" / "ncu" / "lab_lstm.json") == p
+    assert JobProfile.from_json(out / "profiles" / "nvml" / "lab_lstm.json") == p

@@ -29,7 +29,7 @@ def cmd_import(a) -> int:
     r = import_table(a.table, a.out, name=a.name, columns=_columns(a.column), profiles_dir=a.profiles, gpu_name=a.gpu,
                      sm_count=a.gpu_sm_count, memory_gib=a.gpu_memory_gib)
     log_of(a)(f"imported {r.rows} rows ({r.sets} sets, {len(r.jobs)} jobs) into {r.campaign_dir}; "
-              f"{len(r.profiles_written)} profiles written to {a.out}/profiles/ncu")
+              f"{len(r.profiles_written)} profiles written to {a.out}/profiles/ (ncu/ or nvml/ by source: train --profiles SOURCE)")
     return 0
 
 
@@ -54,7 +54,7 @@ def add_commands(sub) -> None:
                 "Turn a tidy table of collocation measurements (one row per job of each set; docs/formats.md, "
                 "\"Collocation table\") into a campaign and profiles that train and evaluate read.")
     p.add_argument("table", help="the table: CSV, or Parquet where pandas has an engine")
-    p.add_argument("--out", required=True, help="dataset folder: writes campaigns/NAME/ and profiles/ncu/JOB.json")
+    p.add_argument("--out", required=True, help="dataset folder: writes campaigns/NAME/ and profiles/SOURCE/JOB.json (ncu, or nvml for GPM-like profiles)")
     p.add_argument("--name", help="the campaign's name (default: the table's file name)")
     p.add_argument("--column", action="append", metavar="OURS=THEIRS",
                    help="read column OURS (set_id, job, mode, solo_ms, colo_ms, speed, gpu, gpu_util_pct, ...) from the "

@@ -375,15 +375,16 @@ def import_table(path: str | os.PathLike, dataset: str | os.PathLike, *, name: s
         except ValueError as e:
             raise InputError(path, f"job {j}: its columns give no valid profile ({str(e)[:120]})") from None
 
-    pdir = dataset / "profiles" / "ncu"
+    # each profile in the folder of its source, the one `train --profiles SOURCE` reads: ncu, or nvml (GPM and the
+    # coarse profiles built from table columns)
+    pdir = {j: dataset / "profiles" / profiles[j].source for j in jobs}
     existing = {}
-    if pdir.is_dir():
-        for j in jobs:
-            f = pdir / f"{j}.json"
-            if f.exists():
-                existing[j] = JobProfile.from_json(f)
-                if existing[j].with_(meta={}) != profiles[j].with_(meta={}):  # the same measurement, whenever imported
-                    raise InputError(f, f"holds another profile of {j}: import into another dataset, or give this one with --profiles")
+    for j in jobs:
+        f = pdir[j] / f"{j}.json"
+        if f.exists():
+            existing[j] = JobProfile.from_json(f)
+            if existing[j].with_(meta={}) != profiles[j].with_(meta={}):  # the same measurement, whenever imported
+                raise InputError(f, f"holds another profile of {j}: import into another dataset, or give this one with --profiles")
 
     # ---- records: per set, its own segment (run_id) of one solo window per job, then the collocated window
     records = []
@@ -408,11 +409,11 @@ def import_table(path: str | os.PathLike, dataset: str | os.PathLike, *, name: s
 
     # ---- write: profiles (atomically, new ones only), then the campaign in a hidden folder renamed into place
     (dataset / "campaigns").mkdir(parents=True, exist_ok=True)
-    pdir.mkdir(parents=True, exist_ok=True)
     written = []
     for j in jobs:
         if j not in existing:
-            profiles[j].to_json(pdir / f"{j}.json")
+            pdir[j].mkdir(parents=True, exist_ok=True)
+            profiles[j].to_json(pdir[j] / f"{j}.json")
             written.append(j)
     tmp = dataset / f".{name}.importing"  # outside campaigns/: a killed import leaves no half campaign there
     if tmp.exists():
