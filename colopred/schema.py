@@ -2,6 +2,10 @@
 
   job_profile.schema.json      a JobProfile (``colopred.profile``)
   model_manifest.schema.json   a model manifest (``colopred.runtime.manifest``)
+  window_record.schema.json    a measurement record (a line of ``windows.jsonl``; the records reader checks each)
+  prediction.schema.json       ``colopred predict --json``
+  prediction_table.schema.json ``Predictor.predict_many``'s table as JSON records
+  placement.schema.json        ``colopred pack --json``;  partners.schema.json: ``colopred rank --json``
 
 They are the one statement of what a valid document is: every loader validates through :func:`problems`,
 and other tools may validate against the same files.
@@ -27,11 +31,11 @@ from typing import Any
 KNOWN_KEYWORDS = {"$schema", "$id", "title", "description", "$comment", "type", "const", "enum", "minimum", "maximum",
                   "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "required", "properties",
                   "additionalProperties", "items", "minItems", "maxItems"}
-SCHEMAS = ("job_profile", "model_manifest")
+SCHEMAS = ("job_profile", "model_manifest", "window_record", "prediction", "prediction_table", "placement", "partners")
 
 
 def schema_text(name: str) -> str:
-    """The shipped schema ``name`` (``job_profile`` or ``model_manifest``) as text."""
+    """The shipped schema ``name`` (one of :data:`SCHEMAS`) as text."""
     if name not in SCHEMAS:
         raise ValueError(f"unknown schema {name!r} (one of {', '.join(SCHEMAS)})")
     return (resources.files("colopred") / "schemas" / f"{name}.schema.json").read_text(encoding="utf-8")

@@ -12,17 +12,30 @@ Steps (``--steps``, comma separated, run in this order):
   parkcheck solo windows of --parkcheck-jobs with idle workers parked and resident, alternating
             (ABBA over --parkcheck-rounds), on one machine -> parkcheck.csv (reader.park_effect)
   measure   `colopred measure` campaigns (--campaigns DIR=SETS,... or --campaign-dir), each resumed if it
-            exists, in order, stopped at the budget
+            exists, in order, stopped at the budget (or --campaign-budget-s each); --gpus all spreads each over
+            the node's GPUs (one shard per GPU), except those named in --one-gpu-campaigns (GPU 0 alone)
+  bygpu     `colopred table --by-gpu` of every campaign measured: windows per minute per GPU (and against the
+            one-GPU campaigns), cross-GPU agreement -> bygpu.txt, cross_gpu.csv
+  ownjob    the README's sequence for a training loop that is not in the zoo (examples/my_train.py):
+            profile it, measure it against --ownjob-partners (a jobs file), train on datasets/h100 plus
+            it, predict its pairs -> ownjob/ (dataset, model, predict-*.json, measured.csv)
 
 Everything is written under --out (default $OUT) as one tarball plus a summary, since
 the device tool returns at most 8 files.
 
   PYTHONPATH=. python3 scripts/gpu_session.py --steps env,smoke,gpm,ncucost,ncu --budget-s 480
+
+A campaign over all GPUs of the node beside the same sets on GPU 0 alone (windows per minute, cross-GPU agreement):
+
+  PYTHONPATH=. python3 scripts/gpu_session.py --steps env,measure,bygpu --gpus all --one-gpu-campaigns one \
+      --campaigns runs/one=scripts/sets/h100-c1-repeat.txt,runs/multi=scripts/sets/h100-c1-repeat.txt \
+      --measure-mode mps --cross-gpu-frac 0.25 --campaign-budget-s 240 --budget-s 560
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -123,7 +136,8 @@ def _ncu_profile(work: Path, job: str, replay: str, metric_set: str, tag: str, t
     cdir.mkdir(exist_ok=True)
     out = pdir / f"{job}.{tag}.json"
     csv = cdir / f"{job}.{tag}.csv"
-    rc, s = sh(colopred("profile", "run", "--zoo", job, "--replay-mode", replay, "--metric-set", metric_set,
+    # --no-timeline: zoo jobs' stream overlap comes from the timeline step (profile timeline + profile overlap)
+    rc, s = sh(colopred("profile", "run", "--zoo", job, "--replay-mode", replay, "--metric-set", metric_set, "--no-timeline",
                         "--keep-csv", str(csv), "-o", str(out)), timeout=timeout, log_path=work / "ncu.log")
     r = {"job": job, "replay_mode": replay, "metric_set": metric_set, "rc": rc, "total_s": round(s, 1)}
     if rc == 0 and out.exists():
@@ -213,16 +227,31 @@ def _campaigns(a) -> list[tuple[Path, str, list[str]]]:
     return out
 
 
+def _gpus_of(a, d: Path) -> str:
+    """The --gpus of campaign ``d``: none (one GPU, as before), 0 for a one-GPU baseline of a scaling check, else --gpus."""
+    if not getattr(a, "gpus", ""):
+        return ""
+    return "0" if d.name in getattr(a, "one_gpu_campaigns", []) else a.gpus
+
+
 def run_measure(work: Path, a, d: Path, plan: list[str], park: bool, about: str, log_path: Path) -> int:
     """`colopred measure` into ``d``: resumed if ``d`` holds a campaign, else a new one planned by ``plan``."""
     args = ["measure", "--out", str(d), "--no-progress", "-v", *a.measure_extra.split()] + (["--park-idle"] if park else [])
+    gpus = _gpus_of(a, d)
+    if gpus:
+        args += ["--gpus", gpus]
     if (d / "campaign.json").exists():
         args.append("--resume")
-        log(f"resuming campaign in {d}")
+        log(f"resuming campaign in {d}" + (f" on GPUs {gpus}" if gpus else ""))
     else:
         args += plan
-        log(f"new campaign in {d}: {about}")
-    rc, sec = sh(colopred(*args), timeout=a.budget_s - elapsed() - 10, log_path=log_path)
+        if gpus and gpus != "0" and getattr(a, "cross_gpu_frac", 0):
+            args += ["--cross-gpu-frac", str(a.cross_gpu_frac)]
+        log(f"new campaign in {d}: {about}" + (f" on GPUs {gpus}" if gpus else ""))
+    limit = a.budget_s - elapsed() - 10
+    if getattr(a, "campaign_budget_s", None):
+        limit = min(limit, a.campaign_budget_s)
+    rc, sec = sh(colopred(*args), timeout=limit, log_path=log_path)
     log(f"measure {d.name} rc={rc} in {sec:.0f} s")
     return rc
 
@@ -263,8 +292,63 @@ def step_parkcheck(work: Path, a) -> None:
         log("parkcheck:\n" + table.to_string(index=False))
 
 
+def step_bygpu(work: Path, a) -> None:
+    """Windows per minute per GPU and cross-GPU agreement of the campaigns measured (``colopred table --by-gpu``)."""
+    dirs = [str(d) for d, _, _ in a.campaign_list if (d / "campaign.json").exists()]
+    if not dirs:
+        log("bygpu: no campaign")
+        return
+    rc, _ = sh(colopred("table", "--by-gpu", *dirs, "-o", str(work / "cross_gpu.csv")), timeout=max(a.budget_s - elapsed(), 30),
+               log_path=work / "bygpu.txt")
+    log(f"bygpu rc={rc}:\n" + (work / "bygpu.txt").read_text()[-3000:])
+
+
+def step_ownjob(work: Path, a) -> None:
+    """A job outside the zoo end to end, as the README documents it, on the shipped H100 data."""
+    root = Path(__file__).resolve().parents[1]
+    d = work / "ownjob"
+    data = d / "mydata"
+    (data / "profiles" / "ncu").mkdir(parents=True, exist_ok=True)
+    lg = work / "ownjob.log"
+    cmd = [PY, str(root / "examples" / "my_train.py"), "--device", a.ownjob_device]
+    prof = data / "profiles" / "ncu" / "mytrain.json"
+    if not prof.exists():
+        rc, sec = sh(colopred("profile", "run", "--name", "mytrain", "-o", str(prof), "-v", "--", *cmd),
+                     timeout=min(300, a.budget_s - elapsed() - 60), log_path=lg)
+        log(f"ownjob: profile run rc={rc} in {sec:.0f} s")
+        if rc != 0:
+            return
+    jobs_file = d / "jobs.json"
+    jobs_file.write_text(json.dumps({"jobs": [{"name": "mytrain", "command": cmd, "env": {"PYTHONPATH": str(root)}}]}, indent=1))
+    partners = [j for j in a.ownjob_partners.split(",") if j]
+    camp = data / "campaigns" / "own1"
+    run_measure(work, a, camp, ["--jobs-file", str(jobs_file), "--jobs", ",".join(["mytrain", *partners]), "--sets", "pairs",
+                                "--mode", a.measure_mode, "--repeat-frac", "0", "--min-iters", str(a.min_iters)], a.park_idle,
+                "mytrain against " + ",".join(partners), lg)
+    for p in sorted((root / "datasets" / "h100" / "profiles" / "ncu").glob("*.json")):
+        if not (data / "profiles" / "ncu" / p.name).exists():
+            shutil.copy(p, data / "profiles" / "ncu" / p.name)
+    for c in sorted((root / "datasets" / "h100" / "campaigns").iterdir()):
+        if c.is_dir() and not (data / "campaigns" / c.name).exists():
+            shutil.copytree(c, data / "campaigns" / c.name)
+    rc, sec = sh(colopred("table", str(camp), "-o", str(d / "measured.csv")), timeout=120, log_path=lg)
+    if importlib.util.find_spec("xgboost") is None:  # GPU machines without XGBoost: train and predict where it is installed
+        log(f"ownjob: no xgboost here; train and predict from the returned {data.relative_to(work)} elsewhere")
+        return
+    rc, sec = sh(colopred("train", "--data", str(data), "--out", str(d / "models" / "mine"), "--no-metrics", "-v"),
+                 timeout=max(60, a.budget_s - elapsed() - 30), log_path=lg)
+    log(f"ownjob: train rc={rc} in {sec:.0f} s")
+    for mode in ("timeslice", "mps") if a.measure_mode == "both" else (a.measure_mode,):
+        for partner in partners:
+            out = d / f"predict-{mode}-{partner}.json"
+            with open(out, "w") as f:
+                subprocess.run(colopred("predict", str(prof), str(data / "profiles" / "ncu" / f"{partner}.json"), "--mode", mode,
+                                        "--model", str(d / "models" / f"mine-{mode}.json"), "--json"), stdout=f, timeout=120)
+    log(f"ownjob: predictions in {d}")
+
+
 STEPS = {"env": step_env, "smoke": step_smoke, "gpm": step_gpm, "ncucost": step_ncucost, "ncu": step_ncu, "timeline": step_timeline,
-         "parkcheck": step_parkcheck, "measure": step_measure}
+         "parkcheck": step_parkcheck, "measure": step_measure, "bygpu": step_bygpu, "ownjob": step_ownjob}
 
 
 def main() -> None:
@@ -288,6 +372,13 @@ def main() -> None:
     ap.add_argument("--campaigns", default="", help="DIR=SETSFILE,... measured in order, jobs from each sets file")
     ap.add_argument("--parkcheck-jobs", default="gpt2_small-b8-bf16,vgg16-b256-fp32,resnet18-b16-fp32,mobilenet_v2-b32-fp32-loader")
     ap.add_argument("--parkcheck-rounds", type=int, default=2, help="each round: one parked and one resident campaign")
+    ap.add_argument("--gpus", default="", help="measure step: spread each campaign over these GPUs (all, or 0,1,...)")
+    ap.add_argument("--cross-gpu-frac", type=float, default=0.25, help="with --gpus: fraction of sets measured on two GPUs")
+    ap.add_argument("--one-gpu-campaigns", default="", help="with --gpus: campaign folder names measured on GPU 0 alone (scaling baseline)")
+    ap.add_argument("--campaign-budget-s", type=float, default=None, help="measure step: at most this long per campaign")
+    ap.add_argument("--ownjob-partners", default="resnet18-b64-fp32,gpt2_small-b8-bf16,lstm_lm-b64-fp32",
+                    help="ownjob step: zoo jobs measured against examples/my_train.py")
+    ap.add_argument("--ownjob-device", default="cuda", help=argparse.SUPPRESS)  # cpu in a dry run
     ap.add_argument("--measure-extra", default="", help=argparse.SUPPRESS)  # e.g. "--device cpu --tiny" in tests
     ap.add_argument("--work", default="runs/session")
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
@@ -298,6 +389,7 @@ def main() -> None:
     a.gpm_jobs = [j for j in a.gpm_jobs.split(",") if j]
     a.keep_trace_jobs = [j for j in a.keep_trace_jobs.split(",") if j]
     a.parkcheck_jobs = [j for j in a.parkcheck_jobs.split(",") if j]
+    a.one_gpu_campaigns = [j for j in a.one_gpu_campaigns.split(",") if j]
     a.campaign_list = _campaigns(a)
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)

@@ -231,6 +231,25 @@ def nothing(w):
     pass
 
 
+H100 = "NVIDIA H100 80GB HBM3"
+TABLE_HEAD = "set_id,job,mode,solo_ms,colo_ms,gpu,gpu_util_pct,mem_util_pct,sm_occupancy_pct\n"
+TABLE_A = f"s1,a,mps,10,15,{H100},90,40,30\n"
+TABLE_B = f"s1,b,mps,20,25,{H100},80,30,20\n"
+
+
+def table(*rows, head=TABLE_HEAD):
+    return write("t.csv", head + "".join(rows))
+
+
+def jobs_file(*entries):
+    return write("jobs.json", json.dumps({"jobs": list(entries)}))
+
+
+IMPORT = ["import", "{w}/t.csv", "--out", "{w}/ds"]
+CMD = {"name": "mine", "command": ["python", "train.py"]}
+MEASURE_CMD = ["measure", "--out", "{w}/new", "--jobs-file", "{w}/jobs.json", "--sets", "pairs", "--mode", "mps", "--device", "cpu"]
+
+
 KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "ts": 1.0, "dur": 2.0, "args": {"stream": 7}}
 NCU = ["profile", "ncu", "{w}/r.csv", "--name", "x", "--iter-ms", "200", "-o", "{w}/out.json"]
 NCU_GZ = ["profile", "ncu", "{w}/r.csv.gz", "--name", "x", "--iter-ms", "200", "-o", "{w}/out.json"]
@@ -442,6 +461,68 @@ CASES = [
     ("measure-new-out-is-file", nothing, ["measure", "--out", "{w}/afile", "--jobs", "resnet18-b2-fp32,dlrm-b8-fp32", "--sets", "pairs",
                                            "--mode", "mps", "--device", "cpu"], "afile: is a file"),
     ("measure-bad-job", nothing, ["measure", "--out", "{w}/new", "--jobs", "nonsense", "--sets", "pairs", "--mode", "mps", "--device", "cpu"], "nonsense"),
+    # ---- measure --jobs-file: training commands
+    ("measure-jobs-file-missing", nothing, MEASURE_CMD, "jobs.json: no such file"),
+    ("measure-jobs-file-not-json", write("jobs.json", "{jobs"), MEASURE_CMD, "jobs.json: not valid JSON"),
+    ("measure-jobs-file-no-jobs", write("jobs.json", '{"jobs": []}'), MEASURE_CMD, "jobs.json: not a jobs file"),
+    ("measure-jobs-file-no-command", jobs_file({"name": "mine"}), MEASURE_CMD, "jobs.json: job mine: command must be a non-empty list"),
+    ("measure-jobs-file-shell-string", jobs_file({"name": "mine", "command": "python train.py"}), MEASURE_CMD, "command must be a non-empty list"),
+    ("measure-jobs-file-bad-name", jobs_file({**CMD, "name": "a+b"}), MEASURE_CMD, "jobs.json: job 1: name 'a+b'"),
+    ("measure-jobs-file-zoo-name", jobs_file({**CMD, "name": "resnet18-b2-fp32"}), MEASURE_CMD, "a zoo job's name"),
+    ("measure-jobs-file-twice", jobs_file(CMD, CMD), MEASURE_CMD, "job mine is named twice"),
+    ("measure-jobs-file-colopred-env", jobs_file({**CMD, "env": {"COLOPRED_WINDOW": "x"}}), MEASURE_CMD, "must not set COLOPRED_"),
+    ("measure-jobs-file-unknown-field", jobs_file({**CMD, "shell": True}), MEASURE_CMD, "unknown field 'shell'"),
+    ("measure-jobs-file-bad-peak", jobs_file({**CMD, "peak_memory_gib": -1}), MEASURE_CMD, "peak_memory_gib must be"),
+    ("measure-jobs-file-bad-profile", jobs_file({**CMD, "profile": "nope.json"}), MEASURE_CMD, "nope.json: no such file"),
+    ("measure-jobs-file-unknown-job", jobs_file(CMD), [*MEASURE_CMD, "--jobs", "mine,other"], "nor an entry of"),
+    ("measure-jobs-file-one-job", jobs_file(CMD), MEASURE_CMD, "--sets pairs of 1 job(s) makes no set"),
+    # ---- import: a collocation table
+    ("import-missing", nothing, IMPORT, "t.csv: no such file"),
+    ("import-dir", lambda w: (w / "t.csv").mkdir(), IMPORT, "t.csv: is a directory"),
+    ("import-empty", table(head=""), IMPORT, "t.csv: empty file"),
+    ("import-header-only", table(), IMPORT, "t.csv: holds no rows"),
+    ("import-no-colo", table("s1,a,mps,10\n", "s1,b,mps,20\n", head="set_id,job,mode,solo_ms\n"), IMPORT, "missing column(s) colo_ms (or speed)"),
+    ("import-no-set-id", table("a,mps,10,15\n", head="job,mode,solo_ms,colo_ms\n"), IMPORT, "missing column(s) set_id"),
+    ("import-one-job-set", table(TABLE_A, TABLE_B.replace("s1", "s2")), IMPORT, "set 's1' (row 1) has one job"),
+    ("import-negative-solo", table(TABLE_A.replace(",10,", ",-10,"), TABLE_B), IMPORT, "row 1: solo_ms is '-10'"),
+    ("import-zero-colo", table(TABLE_A, TABLE_B.replace(",25,", ",0,")), IMPORT, "row 2: colo_ms is '0'"),
+    ("import-inf-colo", table(TABLE_A, TABLE_B.replace(",25,", ",inf,")), IMPORT, "row 2: colo_ms is 'inf'"),
+    ("import-not-a-number", table(TABLE_A.replace(",15,", ",fast,"), TABLE_B), IMPORT, "row 1: colo_ms is 'fast', not a number"),
+    ("import-empty-solo", table(TABLE_A.replace(",10,", ",,"), TABLE_B), IMPORT, "row 1: solo_ms is empty"),
+    ("import-mixed-gpus", table(TABLE_A, TABLE_B.replace(H100, "NVIDIA H200")), IMPORT, "mixes GPUs"),
+    ("import-bad-mode", table(TABLE_A.replace(",mps,", ",shared,"), TABLE_B), IMPORT, "row 1: mode 'shared'"),
+    ("import-mixed-modes", table(TABLE_A.replace(",mps,", ",timeslice,"), TABLE_B), IMPORT, "set 's1' mixes modes"),
+    ("import-job-twice", table(TABLE_A, TABLE_A), IMPORT, "lists job a twice"),
+    ("import-bad-job-name", table(TABLE_A.replace(",a,", ",a+c,"), TABLE_B), IMPORT, "row 1: job 'a+c' is not a usable name"),
+    ("import-bad-time", table(TABLE_A, TABLE_B, head=TABLE_HEAD.replace("\n", ",started_at\n")) if False else
+     write("t.csv", TABLE_HEAD.replace("\n", ",started_at\n") + TABLE_A.replace("\n", ",yesterday\n") + TABLE_B.replace("\n", ",\n")),
+     IMPORT, "row 1: started_at 'yesterday' is not an ISO 8601 time"),
+    ("import-speed-disagrees", write("t.csv", TABLE_HEAD.replace("\n", ",speed\n") + TABLE_A.replace("\n", ",0.9\n") + TABLE_B.replace("\n", ",\n")),
+     IMPORT, "row 1: colo_ms 15 and speed 0.9 disagree"),
+    ("import-no-profile", table("s1,a,mps,10,15\n", "s1,b,mps,20,25\n", head="set_id,job,mode,solo_ms,colo_ms\n"), IMPORT, "job a has no profile"),
+    ("import-smi-lacks-occupancy", table("s1,a,mps,10,15,H,90 %,40 %\n", "s1,b,mps,20,25,H,80 %,30 %\n",
+                                         head="set_id,job,mode,solo_ms,colo_ms,name,utilization.gpu [%],utilization.memory [%]\n"),
+     IMPORT, "job a lacks sm_occupancy_pct"),
+    ("import-profile-differs", table(TABLE_A, TABLE_B, TABLE_A.replace("s1", "s2").replace(",90,", ",70,"), TABLE_B.replace("s1", "s2")),
+     IMPORT, "job a: gpu_util_pct differs between its rows (70, 90)"),
+    ("import-util-over-100", table(TABLE_A.replace(",90,", ",190,"), TABLE_B), IMPORT, "row 1: gpu_util_pct is '190': more than 100"),
+    ("import-unknown-gpu", table(TABLE_A.replace(H100, "Mystery GPU"), TABLE_B.replace(H100, "Mystery GPU")), IMPORT, "unknown GPU 'Mystery GPU'"),
+    ("import-no-gpu", table("s1,a,mps,10,15,90,40,30\n", "s1,b,mps,20,25,80,30,20\n", head=TABLE_HEAD.replace(",gpu,", ",")), IMPORT,
+     "no gpu column: give --gpu NAME"),
+    ("import-gpu-disagrees", table(TABLE_A, TABLE_B), [*IMPORT, "--gpu", "NVIDIA H200"], "--gpu says 'NVIDIA H200'"),
+    ("import-exists", lambda w: (table(TABLE_A, TABLE_B)(w), (w / "ds" / "campaigns" / "t").mkdir(parents=True)), IMPORT, "campaigns/t: already exists"),
+    ("import-out-is-file", table(TABLE_A, TABLE_B), ["import", "{w}/t.csv", "--out", "{w}/afile"], "afile: is a file"),
+    ("import-bad-name", table(TABLE_A, TABLE_B), [*IMPORT, "--name", "a/b"], "--name 'a/b'"),
+    ("import-column-spec", table(TABLE_A, TABLE_B), [*IMPORT, "--column", "solo_ms"], "--column 'solo_ms': expected OURS=THEIRS"),
+    ("import-column-unknown", table(TABLE_A, TABLE_B), [*IMPORT, "--column", "bogus=job"], "bogus is not a column of the format"),
+    ("import-column-absent", table(TABLE_A, TABLE_B), [*IMPORT, "--column", "job=worker"], "the table has no column 'worker'"),
+    ("import-profiles-missing", table(TABLE_A, TABLE_B), [*IMPORT, "--profiles", "{w}/nope"], "nope: no profile JSON files"),
+    ("import-parquet-engine", write("t.parquet", b"PAR1"), ["import", "{w}/t.parquet", "--out", "{w}/ds"], "t.parquet"),
+    # ---- export
+    ("export-missing", nothing, ["export", "{w}/nope", "-o", "{w}/out.csv"], "nope: no such file or directory"),
+    ("export-over-input", nothing, ["export", "{w}/camp/windows.jsonl", "-o", "{w}/camp/windows.jsonl"], "is the input"),
+    ("export-no-records", write("camp/windows.jsonl", ""), ["export", "{w}/camp", "-o", "{w}/out.csv"], "holds no window records"),
+    ("export-out-dir", nothing, ["export", "{w}/camp", "-o", "{w}/adir"], "adir: the output is a directory"),
 ]
 
 
@@ -492,6 +573,6 @@ def test_a_second_writer_on_a_campaign_is_refused(world, capsys):
 def test_cases_cover_every_command():
     commands = {tuple(a for a in c[2][:2] if not a.startswith("{")) for c in CASES}
     for cmd in [("profile", "ncu"), ("profile", "show"), ("profile", "retime"), ("profile", "overlap"), ("predict",), ("table",),
-                ("train",), ("evaluate",), ("measure",)]:
+                ("train",), ("evaluate",), ("measure",), ("import",), ("export",)]:
         assert any(c[: len(cmd)] == cmd for c in commands), cmd
     assert len(CASES) >= 100

@@ -153,3 +153,33 @@ def test_the_estimator_follows_scikit_learns_contract():
         SlowdownModel().predict(X)
     with pytest.raises(ValueError, match="features"):
         m.predict(X[:, :5])
+
+
+DISTRIBUTED_ENGINES = ("ray", "dask", "submitit", "mpi4py", "horovod")
+
+
+def test_campaigns_use_no_distributed_engine_and_one_gpu_measuring_never_loads_the_multi_gpu_coordinator():
+    """Across nodes, campaigns run as Slurm job arrays of plain `colopred measure` processes (docs/campaigns.md):
+    no module imports a distributed engine. The one-GPU harness (campaign, plan, pool, workers, records, reader)
+    never imports the multi-GPU coordinator, and a one-GPU `colopred measure` loads neither it nor an engine."""
+    bad = {}
+    for f in _modules([PKG]):
+        hits = sorted(i for i in _imports(f) if i.split(".")[0] in DISTRIBUTED_ENGINES)
+        if hits:
+            bad[str(f.relative_to(ROOT))] = hits
+    assert not bad, bad
+    harness = PKG / "measurement" / "harness"
+    one_gpu = [harness / f"{n}.py" for n in ("campaign", "plan", "sharding", "gpu_pool", "worker", "mps", "records", "reader")]
+    assert not {str(f.name): sorted(i for i in _imports(f) if "multigpu" in i) for f in one_gpu if any("multigpu" in i for i in _imports(f))}
+    code = ("import sys; from colopred.cli import main; "
+            "from tests.test_harness import FakePool, SOLO_MS; import colopred.measurement.harness.gpu_pool as gp; "
+            "SOLO_MS.update({'resnet18-b2-fp32': 5.0, 'dlrm-b8-fp32': 7.0}); "
+            "gp.make_pool_factory = lambda **k: (lambda m, j: FakePool(m, j)); "
+            "rc = main(['measure', '--jobs', 'resnet18-b2-fp32,dlrm-b8-fp32', '--sets', 'pairs', '--mode', 'mps', '--out', sys.argv[1], "
+            "'--no-nvml', '-q', '--no-progress']); "
+            "print(rc, sorted(m for m in sys.modules if 'multigpu' in m or m.split('.')[0] in %r))" % (DISTRIBUTED_ENGINES,))
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        r = subprocess.run([sys.executable, "-c", code, d + "/c"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.split(maxsplit=1) == ["0", "[]\n"], r.stdout + r.stderr

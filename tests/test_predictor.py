@@ -415,6 +415,49 @@ def test_feature_rows_match_a_direct_computation_for_any_set_size(profiles):
         assert x[FEATURES.index("mps_share_load")] == pytest.approx(load, rel=1e-12)
 
 
+def test_the_batch_columns_are_the_feature_rows_bit_for_bit(profiles):
+    """feature_columns (the batch path: only the trees' and the baseline's columns) holds exactly feature_matrix's
+    values, float32 where the trees read them, for sets of 1 to 5 jobs; it declines sets it cannot build."""
+    from colopred.runtime.baseline import BASELINE_COLUMNS
+    from colopred.runtime.features import feature_columns, feature_matrix, model_features, profile_matrix
+
+    P = profile_matrix(list(profiles.values()))
+    rng = np.random.default_rng(1)
+    for k in range(1, 6):
+        sets = np.array([rng.choice(len(P), k, replace=False) for _ in range(300)])
+        X, set_of, pos = feature_matrix(P, sets)
+        names = model_features("mps")
+        X32, X64 = feature_columns(P, sets, names, BASELINE_COLUMNS)
+        assert X32.dtype == np.float32 and X32.flags.f_contiguous
+        assert np.array_equal(X32, X[:, [FEATURES.index(f) for f in names]].astype(np.float32))
+        for f in BASELINE_COLUMNS:
+            assert np.array_equal(X64[f], X[:, FEATURES.index(f)]), f
+        assert (set_of == np.tile(np.arange(len(sets)), k)).all() and (pos == np.repeat(np.arange(k), len(sets))).all()
+    gpm = JobProfile.from_json(sorted((DATA / "profiles" / "nvml").glob("*.json"))[0])
+    assert feature_columns(profile_matrix([gpm, *list(profiles.values())[:2]]), np.array([[0, 1]]), names) is None
+    assert feature_columns(P, np.array([[0, -1]]), names) is None
+
+
+def test_batch_predictions_equal_the_row_path(profiles, monkeypatch):
+    """predict_index through the batch columns gives the same slowdowns as through full feature rows."""
+    import colopred.runtime.predictor as predictor_module
+
+    jobs = list(profiles.values())
+    rng = np.random.default_rng(2)
+    idx = np.full((500, 4), -1)
+    for r in range(500):
+        k = rng.integers(1, 5)
+        idx[r, :k] = rng.choice(len(jobs), k, replace=False)
+    for mode in ("mps", "timeslice"):
+        pr = Predictor.default(mode)
+        fast = pr.slowdown_index(jobs, idx)
+        with monkeypatch.context() as m:
+            m.setattr(predictor_module, "feature_columns", lambda *a, **k: None)
+            rows = pr.slowdown_index(jobs, idx)
+        assert np.array_equal(fast, rows, equal_nan=True) and np.isnan(fast[idx < 0]).all()
+        assert (fast[(idx >= 0).sum(1) == 1, 0] == 1).all()
+
+
 def test_predict_many_gives_every_slot_its_own_prediction_whatever_the_layout(profiles):
     pr = Predictor.default("timeslice")
     jobs = list(profiles.values())[:6]

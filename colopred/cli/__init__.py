@@ -66,7 +66,7 @@ def log_of(a: argparse.Namespace) -> Log:
 
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
-    from . import measure_commands, model_commands, placement_commands, profile_commands
+    from . import campaign_commands, exchange_commands, measure_commands, model_commands, placement_commands, profile_commands
 
     ap = argparse.ArgumentParser(prog="colopred", formatter_class=HelpFormatter,
                                  description="Predict how much training jobs slow each other down when they share one GPU.")
@@ -74,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
     profile_commands.add_commands(sub)
     measure_commands.add_commands(sub)
+    campaign_commands.add_commands(sub)
+    exchange_commands.add_commands(sub)
     model_commands.add_commands(sub)
     placement_commands.add_commands(sub)
     return ap

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 from pathlib import Path
 
 from ..constants import MODES
@@ -13,34 +15,133 @@ from ..errors import ColopredError, InputError
 def cmd_measure(a) -> int:
     from ..measurement.harness.campaign import Campaign, Progress
     from ..measurement.harness.plan import CampaignConfig, expand_sets
-    from ..measurement.zoo.registry import parse_jobs
     from . import log_of
 
     log = log_of(a)
     out = Path(a.out)
-    if a.resume and not a.jobs:
+    if a.shard is not None:  # one GPU's part of a multi-GPU campaign, started by the coordinator
+        return _measure_shard(a, out, log)
+    if a.nodes is not None and (a.gpus is None or a.nodes < 1):
+        raise ColopredError("--nodes needs --gpus (the GPUs of each node) and must be at least 1")
+    gpus = None if a.gpus is None else _gpus(a)
+    if a.resume and not a.jobs and not a.jobs_file:
         camp = Campaign(out, None, resume=True)
     else:
-        if not a.jobs or not a.sets or not a.mode:
-            raise ColopredError("--jobs, --sets and --mode are required (or --resume alone to continue a campaign)")
-        try:
-            jobs = [s.name for s in parse_jobs(a.jobs)]
-        except ValueError as e:
-            raise ColopredError(str(e)) from None
+        if not (a.jobs or a.jobs_file) or not a.sets or not a.mode:
+            raise ColopredError("--jobs (or --jobs-file), --sets and --mode are required (or --resume alone to continue a campaign)")
+        jobs, commands = _campaign_jobs(a.jobs, a.jobs_file)
         sets = expand_sets(a.sets, jobs, max_sets=a.max_sets, seed=a.seed)
+        if not sets:
+            raise ColopredError(f"--sets {a.sets} of {len(jobs)} job(s) makes no set to measure: list more jobs")
         modes = MODES if a.mode == "both" else (a.mode,)
         try:
+            shards = 1 if gpus is None else len(gpus) * (a.nodes or 1)
             cfg = CampaignConfig(jobs=tuple(jobs), sets=tuple(sets), modes=modes, seed=a.seed, solo_every=a.solo_every,
-                                 repeat_frac=a.repeat_frac, min_iters=a.min_iters, max_window_s=a.max_window_s)
+                                 repeat_frac=a.repeat_frac, min_iters=a.min_iters, max_window_s=a.max_window_s,
+                                 shards=shards, cross_gpu_frac=a.cross_gpu_frac,
+                                 commands=tuple(commands[j] for j in jobs if j in commands))
         except ValueError as e:
             raise ColopredError(str(e)) from None
         camp = Campaign(out, cfg, resume=a.resume)
+    if camp.config.shards > 1:
+        return _measure_sharded(a, camp, gpus, log)
     from ..measurement.harness.gpu_pool import make_pool_factory
 
-    factory = make_pool_factory(device=a.device, tiny=a.tiny, use_nvml=not a.no_nvml, park_idle=a.park_idle, log=log.detail)
+    gpu_index = None
+    if gpus is not None:  # one GPU of the node: its workers see only it
+        if len(gpus) != 1:
+            raise ColopredError(f"{out}: the campaign was planned for one GPU; --gpus names {len(gpus)}")
+        (gpu_index,) = gpus
+        os.environ.update(CUDA_VISIBLE_DEVICES=str(gpu_index), CUDA_DEVICE_ORDER="PCI_BUS_ID")
+    factory = make_pool_factory(device=a.device, tiny=a.tiny, use_nvml=not a.no_nvml, park_idle=a.park_idle, gpu_index=gpu_index,
+                                commands={c.name: c for c in camp.config.commands}, log=log.detail)
     ran = camp.run(factory, progress=Progress(0, stream=None if a.quiet or a.no_progress else sys.stderr), log=log)
     log(f"{ran} windows measured; records in {camp.records_path}")
     return 0
+
+
+def _gpus(a) -> list[int]:
+    from ..measurement.harness.multigpu import parse_gpus
+
+    gpus = parse_gpus(a.gpus)
+    if a.nodes is None and len(gpus) == 1 and a.cross_gpu_frac:
+        raise ColopredError("--cross-gpu-frac needs a campaign over at least two GPUs")
+    return gpus
+
+
+def _pool_args(a) -> list[str]:
+    """The worker-pool options a shard process gets from its coordinator."""
+    args = ["--device", a.device, "--no-progress"] + ["-q"] * bool(a.quiet) + ["-v"] * bool(a.verbose)
+    for flag in ("tiny", "no_nvml", "park_idle", "fake_gpus"):
+        if getattr(a, flag):
+            args.append("--" + flag.replace("_", "-"))
+    return args
+
+
+def _measure_shard(a, out: Path, log) -> int:
+    from ..measurement.harness.campaign import Campaign
+    from ..measurement.harness.gpu_pool import make_pool_factory
+
+    if a.fake_gpus and a.device != "cpu":
+        raise ColopredError("--fake-gpus is for CPU workers (--device cpu) only")
+    camp = Campaign(out, None, resume=True, shard=a.shard)
+    factory = make_pool_factory(device=a.device, tiny=a.tiny, use_nvml=not a.no_nvml, park_idle=a.park_idle, gpu_index=a.gpu_index,
+                                mps_dir=a.mps_dir, fake_gpu_uuid=f"GPU-fake-{a.gpu_index}" if a.fake_gpus else None,
+                                commands={c.name: c for c in camp.config.commands}, log=log.detail)
+    ran = camp.run(factory, log=log)
+    log(f"shard {a.shard}: {ran} windows measured; records in {camp.records_path}")
+    return 0
+
+
+def _measure_sharded(a, camp, gpus: list[int] | None, log) -> int:
+    from ..measurement.harness.multigpu import ShardedCampaign, gpu_uuids, node_shards, shard_record_counts, subprocess_launcher
+    from . import err
+
+    cfg = camp.config
+    node = a.node if a.node is not None else (int(os.environ["SLURM_ARRAY_TASK_ID"]) if a.nodes and
+                                              os.environ.get("SLURM_ARRAY_TASK_ID", "").isdigit() else None)
+    if gpus is None:  # a resume without --gpus: the first GPUs of the node
+        gpus = list(range(cfg.shards // (a.nodes or 1)))
+    shards = node_shards(cfg, len(gpus), node, a.nodes)
+    sharded = ShardedCampaign.of(camp)
+    before = shard_record_counts(camp.out_dir) if camp.out_dir.is_dir() else {}
+    t0 = time.monotonic()
+    uuids = gpu_uuids(gpus) if a.device.startswith("cuda") else {}
+    codes = sharded.run(gpus, subprocess_launcher(camp.out_dir, _pool_args(a), uuids=uuids), shards=shards, log=log)
+    minutes = (time.monotonic() - t0) / 60
+    after = shard_record_counts(camp.out_dir)
+    now = sum(after.get(k, 0) - before.get(k, 0) for k in shards)
+    log(f"{now} windows recorded on {len(shards)} GPU(s) in {minutes:.1f} min ({now / max(minutes, 1e-9):.1f} per minute; "
+        f"per GPU: colopred table --by-gpu {camp.out_dir})")
+    bad = sorted(k for k, rc in codes.items() if rc != 0)
+    if bad:
+        err(f"{camp.out_dir}: shard(s) {', '.join(map(str, bad))} did not finish (see logs/shard*.log there); continue with --resume")
+        return 1
+    log(f"all {len(shards)} shards done; records in {camp.out_dir}/windows.shard*.jsonl")
+    return 0
+
+
+def _campaign_jobs(names: str | None, jobs_file: str | None) -> tuple[list[str], dict]:
+    """(job names in order, {name: JobCommand}): ``names`` (comma separated) are zoo jobs or entries of the jobs file;
+    without ``names``, every entry of the jobs file."""
+    import re
+
+    from ..measurement.harness.commands import read_jobs_file
+    from ..measurement.zoo.registry import JobSpec
+
+    commands = read_jobs_file(jobs_file) if jobs_file else {}
+    listed = [n for n in re.split(r"[,\s]+", names.strip()) if n] if names else list(commands)
+    jobs: list[str] = []
+    for n in listed:
+        if n not in commands:
+            try:
+                n = JobSpec.parse(n).name
+            except ValueError as e:
+                raise ColopredError(f"--jobs: {e}" + (f" (nor an entry of {jobs_file})" if jobs_file else "")) from None
+        if n in jobs:
+            raise ColopredError(f"--jobs: job {n} is listed twice")
+        jobs.append(n)
+    return jobs, commands
 
 
 def cmd_table(a) -> int:
@@ -54,6 +155,8 @@ def cmd_table(a) -> int:
     windows = read_windows(a.paths)
     if windows.empty:
         raise InputError(a.paths[0], "holds no window records")
+    if a.by_gpu:
+        return _table_by_gpu(a, windows)
     t = slowdown_table(windows)
     if t.empty:
         raise InputError(a.paths[0], "no collocated window with solo baselines of its jobs: nothing to tabulate")
@@ -65,12 +168,39 @@ def cmd_table(a) -> int:
     return 0
 
 
+def _table_by_gpu(a, windows) -> int:
+    """Windows per minute on each GPU (and per campaign; against the one-GPU campaigns given) and the cross-GPU
+    agreement of the slowdowns of sets measured on several GPUs."""
+    from ..io import write_csv_atomic
+    from ..measurement.harness.reader import cross_gpu_agreement, throughput_by_gpu
+    from . import log_of
+
+    rate = throughput_by_gpu(windows)
+    per_gpu = rate[rate["gpu_key"] != "all"]
+    n_gpus = per_gpu.groupby("campaign")["gpu_key"].nunique()
+    one = rate[(rate["gpu_key"] == "all") & rate["campaign"].map(n_gpus == 1)]
+    if len(one):  # the one-GPU campaigns given: each rate against their mean
+        rate["vs_one_gpu"] = rate["windows_per_min"] / one["windows_per_min"].mean()
+    agree = cross_gpu_agreement(windows)
+    if a.output:
+        write_csv_atomic(agree, a.output, index=False)
+        log_of(a)(f"wrote {a.output} ({len(agree)} rows)")
+    fmt = {"float_format": lambda x: f"{x:.2f}", "index": False}
+    print("windows per minute, per GPU and per campaign ('all'):")
+    print(rate.to_string(**fmt))
+    print("\ncross-GPU agreement of slowdowns (sets measured on two or more GPUs; d = % against the other GPUs):")
+    print(agree.to_string(**fmt) if len(agree) else "  no set was measured on two GPUs")
+    return 0
+
+
 def add_commands(sub) -> None:
     from . import command
 
     p = command(sub, "measure", "measure solo and collocated iteration times on the GPU", cmd_measure,
-                "Measure solo and collocated iteration times of zoo jobs on the GPU (a campaign).")
-    p.add_argument("--jobs", help="zoo jobs, comma separated")
+                "Measure solo and collocated iteration times of zoo jobs and training commands on the GPU (a campaign).")
+    p.add_argument("--jobs", help="jobs, comma separated: zoo jobs, or entries of --jobs-file")
+    p.add_argument("--jobs-file", help="JSON naming training commands to measure beside zoo jobs (docs/formats.md); "
+                                       "without --jobs, all its entries")
     p.add_argument("--sets", help="pairs | triples | pairs+triples | FILE (one set per line, jobs joined by +)")
     p.add_argument("--mode", choices=(*MODES, "both"), help="sharing mode(s) to measure")
     p.add_argument("--out", required=True, help="campaign directory")
@@ -88,8 +218,21 @@ def add_commands(sub) -> None:
                    help="keep idle workers' weights and optimizer state in host memory between windows "
                         "(for campaigns whose jobs do not all fit on the GPU at once)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (for logs); progress lines still print")
+    p.add_argument("--gpus", default=None,
+                   help="GPUs of this node to spread the campaign over: indices (0,1,2,3) or all; one shard process, worker "
+                        "pool and MPS daemon per GPU (docs/campaigns.md). Default: one GPU, in this process")
+    p.add_argument("--cross-gpu-frac", type=float, default=0.0,
+                   help="fraction of the sets measured on a second GPU too (checks that the GPUs agree)")
+    p.add_argument("--nodes", type=int, default=None, help="the campaign spans N nodes of --gpus GPUs each (Slurm array)")
+    p.add_argument("--node", type=int, default=None, help="this node's number, 0..N-1 (default: $SLURM_ARRAY_TASK_ID)")
+    p.add_argument("--shard", type=int, default=None, help=argparse.SUPPRESS)  # set by the coordinator
+    p.add_argument("--gpu-index", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--mps-dir", default="/tmp/colopred-mps", help=argparse.SUPPRESS)
+    p.add_argument("--fake-gpus", action="store_true", help=argparse.SUPPRESS)  # tests: CPU workers with fake GPU UUIDs
 
     p = command(sub, "table", "tidy slowdown table of measurement records", cmd_table,
                 "One row per (collocated window, job): solo and collocated ms, slowdown, δ, throughput.")
     p.add_argument("paths", nargs="+", help="campaign directories or windows.jsonl files")
-    p.add_argument("-o", "--output", help="CSV to write (default: print)")
+    p.add_argument("-o", "--output", help="CSV to write (default: print; with --by-gpu: the agreement table)")
+    p.add_argument("--by-gpu", action="store_true",
+                   help="windows per minute per GPU and the cross-GPU agreement of sets measured on several GPUs")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -39,6 +40,7 @@ def cmd_ncu(a) -> int:
     from ..io import check_output
     from ..measurement.profiling.ncu_csv import read_ncu_csv
     from ..measurement.profiling.ncu_profile import profile_from_ncu
+    from ..measurement.profiling.ncu_rep import export_ncu_rep, is_ncu_rep
     from . import log_of
 
     check_name(a.name)
@@ -46,7 +48,16 @@ def cmd_ncu(a) -> int:
     if a.iterations < 1:
         raise ColopredError(f"--iterations must be a positive integer, not {a.iterations}")
     check_output(a.output, a.report)
-    report = read_ncu_csv(a.report, process_id=a.process, device=a.device)
+    if is_ncu_rep(a.report):  # Nsight Compute's binary report: ncu exports it to the CSV read below
+        with tempfile.TemporaryDirectory() as d:
+            csv_path = Path(d) / (Path(a.report).name + ".csv")
+            export_ncu_rep(a.report, csv_path)
+            try:
+                report = read_ncu_csv(csv_path, process_id=a.process, device=a.device)
+            except InputError as e:
+                raise InputError(a.report, f"exported by ncu: {e.problem}") from None
+    else:
+        report = read_ncu_csv(a.report, process_id=a.process, device=a.device)
     p = profile_from_ncu(report, name=a.name, iteration_ms=a.iter_ms, iterations=a.iterations, peak_memory_gib=a.mem_gib,
                          meta={"ncu_report": Path(a.report).name})
     p.to_json(a.output)
@@ -130,7 +141,8 @@ def cmd_run(a) -> int:
     check_output(a.output)
     log = log_of(a)
     p = profile_command(cmd, name=name, iterations=a.iterations, warmup=a.warmup, replay_mode=a.replay_mode,
-                        metric_set=a.metric_set, keep_csv=Path(a.keep_csv) if a.keep_csv else None, log=log)
+                        metric_set=a.metric_set, keep_csv=Path(a.keep_csv) if a.keep_csv else None, timeline=not a.no_timeline,
+                        log=log)
     p.to_json(a.output)
     log(f"wrote {a.output}")
     return 0
@@ -172,8 +184,8 @@ def add_commands(sub) -> None:
     prof = sub.add_parser("profile", help="profile a job alone on the GPU, or turn a report into a profile", formatter_class=HelpFormatter)
     psub = prof.add_subparsers(dest="profile_command", required=True, metavar="SUBCOMMAND")
 
-    p = command(psub, "ncu", "turn an `ncu --csv --page raw` report into a profile", cmd_ncu)
-    p.add_argument("report", help="ncu CSV report (plain or .gz)")
+    p = command(psub, "ncu", "turn an ncu report (`ncu --csv --page raw` CSV, or .ncu-rep) into a profile", cmd_ncu)
+    p.add_argument("report", help="ncu CSV report (plain or .gz), or an .ncu-rep file (read through `ncu --import`)")
     p.add_argument("--name", required=True, help="job name")
     p.add_argument("--iter-ms", type=float, required=True, help="solo iteration time in milliseconds, measured without the profiler")
     p.add_argument("--iterations", type=int, default=1, help="training iterations the report covers")
@@ -211,6 +223,8 @@ def add_commands(sub) -> None:
             p.add_argument("--metric-set", choices=("full", "minimal"), default="full",
                            help="ncu metrics: minimal (duration, DRAM, occupancy) or full (also SM, L2, launch statistics)")
             p.add_argument("--keep-csv", help="also keep the ncu CSV here")
+            p.add_argument("--no-timeline", action="store_true",
+                           help="skip the traced run that sets the stream overlap from a solo timeline (then it counts as 1)")
         else:
             p.add_argument("--timing-iters", type=int, default=50, help="iterations timed while sampling")
             p.add_argument("--interval", type=float, default=0.1, help="GPM sampling interval, s")

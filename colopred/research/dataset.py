@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..measurement.harness.reader import read_windows, slowdown_table
+from ..measurement.harness.reader import campaign_record_files, read_windows, slowdown_table
 from ..profile import JobProfile
 from ..runtime.features import FEATURES, feature_matrix, profile_matrix
 
@@ -128,6 +128,6 @@ def load_dataset(root: str | Path, profile_source: str = "ncu", retime: bool = T
     if slow.empty:
         raise InputError(root, "no measured collocation has profiles for all its jobs")
     rows = feature_rows(slow, profiles, retime=retime)
-    files = sorted(pdir.glob("*.json")) + sorted(campaigns.rglob("windows.jsonl"))
+    files = sorted(pdir.glob("*.json")) + sorted(campaign_record_files(campaigns))  # one-GPU and per-GPU (shard) files
     gpus = [g for g in windows["gpu"].dropna().unique()]
     return Dataset(rows=rows, profiles=profiles, data_hash=hash_files(files), gpu=gpus[0] if gpus else None, retimed=retime)

@@ -5,10 +5,13 @@
 L is the contention load (:func:`contention_load`), W the MPS wait load (:func:`wait_load`), φ_j the
 target's per-launch SM fill; α, β_full, β_small ≥ 0 are fitted per mode by non-negative least squares
 (:func:`fit_coefs`). The trees of :class:`colopred.runtime.estimator.SlowdownModel` model log(s / s_base).
-All functions take FEATURES rows (:mod:`colopred.runtime.features`).
+All functions take FEATURES rows (:mod:`colopred.runtime.features`), or a mapping of the columns they read
+(``BASELINE_COLUMNS``; the batch path builds only those).
 """
 
 from __future__ import annotations
+
+from typing import Mapping
 
 import numpy as np
 
@@ -18,6 +21,18 @@ from .features import FEATURES
 # The baseline's terms, each with its own non-negative coefficient.
 BASELINE_TERMS = ("contention_load", "wait_full_grid", "wait_small_grid")
 LOAD_KINDS = ("symmetric", "mps_share")
+# The FEATURES columns the baseline reads.
+BASELINE_COLUMNS = ("t_busy", "co_sum_busy", "mps_share_load", "t_log_kernels", "t_log_iter_ms", "co_sum_busy_mps_wait_us",
+                    "t_launch_fill")
+
+Rows = np.ndarray | Mapping[str, np.ndarray]
+
+
+def _col(X: Rows, name: str) -> np.ndarray:
+    """Column ``name`` of FEATURES rows, or of a mapping of columns."""
+    if isinstance(X, Mapping):
+        return np.asarray(X[name], dtype=np.float64)
+    return np.asarray(X, dtype=np.float64)[:, FEATURES.index(name)]
 
 
 def load_kind(mode: str | None) -> str:
@@ -25,42 +40,41 @@ def load_kind(mode: str | None) -> str:
     return "mps_share" if mode == "mps" else "symmetric"
 
 
-def contention_load(X: np.ndarray, kind: str = "symmetric") -> np.ndarray:
+def contention_load(X: Rows, kind: str = "symmetric") -> np.ndarray:
     """L of each row. ``symmetric`` (time-slicing): Σ_{k≠j} busy_k · min(1, busy_j), the share of the target's
     GPU time that other jobs' kernels compete for. ``mps_share``: Σ_k busy_k · fill_k · 2(u_k + ε)/(u_j + u_k + 2ε)
     · min(1, busy_j) with u = busy · JobProfile.mps_wait_us, ε = ``constants.SHARE_EPS_US`` and fill =
     JobProfile.sm_fill_pct / 100: under MPS the job whose kernels hold the SMs longer keeps them and its partner
     loses the contended time, and a co-runner whose grids fill part of the SMs leaves the rest to its partners
     (weights 1 where a wait or a fill is missing, GPM). Computed per co-runner in ``features.feature_matrix``."""
-    X = np.asarray(X, dtype=np.float64)
     if kind == "mps_share":
-        return X[:, FEATURES.index("mps_share_load")]
+        return _col(X, "mps_share_load")
     if kind != "symmetric":
         raise ValueError(f"unknown contention load {kind!r} (one of {', '.join(LOAD_KINDS)})")
-    return X[:, FEATURES.index("co_sum_busy")] * np.minimum(1.0, X[:, FEATURES.index("t_busy")])
+    return _col(X, "co_sum_busy") * np.minimum(1.0, _col(X, "t_busy"))
 
 
-def wait_load(X: np.ndarray) -> np.ndarray:
+def wait_load(X: Rows) -> np.ndarray:
     """W of each row: the share of the target's solo iteration its kernels would spend waiting behind co-runners'
     kernels under MPS, one wait per serial launch, less what its own idle time absorbs:
     K_j / t_j · Σ_{k≠j} busy_k · w_k · min(1, busy_j)^g, with K_j serial launches per iteration (kernels /
     JobProfile.stream_overlap), t_j the solo iteration time in µs, w_k = JobProfile.mps_wait_us and
     g = ``constants.WAIT_BUSY_GATE_EXPONENT``. NaN where a profile lacks kernel data (GPM)."""
-    X = np.asarray(X, dtype=np.float64)
-    kernels = np.expm1(X[:, FEATURES.index("t_log_kernels")])
-    iter_us = 1e3 * np.exp(X[:, FEATURES.index("t_log_iter_ms")])
-    gate = np.clip(X[:, FEATURES.index("t_busy")], 0.0, 1.0) ** WAIT_BUSY_GATE_EXPONENT
-    return kernels / iter_us * X[:, FEATURES.index("co_sum_busy_mps_wait_us")] * gate
+    kernels = np.expm1(_col(X, "t_log_kernels"))
+    iter_us = 1e3 * np.exp(_col(X, "t_log_iter_ms"))
+    gate = np.clip(_col(X, "t_busy"), 0.0, 1.0) ** WAIT_BUSY_GATE_EXPONENT
+    return kernels / iter_us * _col(X, "co_sum_busy_mps_wait_us") * gate
 
 
-def baseline_terms(X: np.ndarray, kind: str = "symmetric") -> np.ndarray:
+def baseline_terms(X: Rows, kind: str = "symmetric") -> np.ndarray:
     """The terms of each row (columns BASELINE_TERMS): L (:func:`contention_load` of ``kind``) and W
     (:func:`wait_load`) split by the target's per-launch SM fill φ_j = JobProfile.launch_fill_pct / 100 into
     W·φ_j and W·(1 − φ_j): a launch that asks for a fraction of the GPU's block slots starts once that fraction
     of the co-runners' blocks has retired. A missing W counts as 0, a missing φ as 1."""
-    X = np.asarray(X, dtype=np.float64)
+    if not isinstance(X, Mapping):
+        X = np.asarray(X, dtype=np.float64)
     wait = np.nan_to_num(wait_load(X))
-    phi = np.nan_to_num(X[:, FEATURES.index("t_launch_fill")], nan=1.0)
+    phi = np.nan_to_num(_col(X, "t_launch_fill"), nan=1.0)
     return np.column_stack([contention_load(X, kind), wait * phi, wait * (1.0 - phi)])
 
 

@@ -65,13 +65,15 @@ def check_profiles(obj: Any, what: str = "profiles", min_jobs: int = 1, max_jobs
         raise TypeError(f"{what} must be a sequence of JobProfile, not one JobProfile (wrap it in a list)")
     if isinstance(obj, (str, bytes, dict)) or not isinstance(obj, Sequence):
         raise TypeError(f"{what} must be a sequence of JobProfile, not {type(obj).__name__}")
-    profiles = [check_profile(p, f"{what}[{i}]") for i, p in enumerate(obj)]
+    profiles = list(obj)
+    if not set(map(type, profiles)) <= {JobProfile}:  # the loop below only where something is not a JobProfile
+        profiles = [check_profile(p, f"{what}[{i}]") for i, p in enumerate(profiles)]
     if len(profiles) < min_jobs:
         raise ValueError(f"{what} must hold at least {min_jobs} job{'s' if min_jobs > 1 else ''}, not {len(profiles)}"
                          + (" (a collocation needs at least two jobs)" if min_jobs == 2 else ""))
     if max_jobs is not None and len(profiles) > max_jobs:
         raise ValueError(f"{what} holds {len(profiles)} jobs: at most {max_jobs} can share one GPU here")
-    if unique:
+    if unique and len(set(p.name for p in profiles)) < len(profiles):  # the loop names the first repeat
         seen: dict[str, int] = {}
         for i, p in enumerate(profiles):
             if p.name in seen and profiles[seen[p.name]] is not p:
@@ -146,9 +148,9 @@ def check_rank_partners(predictor: "Predictor", job: Any, candidates: Any, k: An
     ``k`` None or a positive integer."""
     check_profile(job, "job")
     cands = check_profiles(candidates, "candidates", min_jobs=1, max_jobs=None)
-    for i, c in enumerate(cands):
-        if c.name == job.name:
-            raise ValueError(f"candidates[{i}] is the job itself ({job.name!r}): a job cannot partner itself")
+    names = [c.name for c in cands]
+    if job.name in names:
+        raise ValueError(f"candidates[{names.index(job.name)}] is the job itself ({job.name!r}): a job cannot partner itself")
     if k is not None:
         check_positive_int("k", k)
 

@@ -189,10 +189,13 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self._check_fitted()
         return baseline_slowdown(self.baseline_coefs_, baseline_terms(_rows(X), self.load_))
 
-    def _tree_rows(self, X: np.ndarray) -> np.ndarray:
+    def _tree_rows(self, X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """The trees' columns as contiguous float32: XGBoost compares features in float32 anyway, so the
-        predictions are the same, and the copy is half the size."""
-        out = np.empty((len(X), len(self._cols)), dtype=np.float32)
+        predictions are the same, and the copy is half the size. ``out``: a float32 buffer to reuse (batches)."""
+        n_cols = len(self._cols)
+        if out is None or len(out) < len(X) or out.shape[1:] != (n_cols,) or out.dtype != np.float32:
+            out = np.empty((len(X), n_cols), dtype=np.float32)
+        out = out[: len(X)]
         with np.errstate(invalid="ignore"):  # NaN (a missing feature) casts to NaN; the vectorised cast flags it anyway
             return np.take(X, self._cols, axis=1, out=out, mode="clip")  # one pass, cast on the way (indices are valid)
 
@@ -202,8 +205,18 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         """Slowdown (> 0) of each row; exactly 1 for a row of a job alone (``n_jobs`` 1: nothing shares its GPU)."""
         self._check_fitted()
-        X = _rows(X)
-        p = self._point(self._tree_rows(X), baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_)))
+        return self._predict_rows(_rows(X))
+
+    def _predict_columns(self, X32: np.ndarray, columns: dict[str, np.ndarray], n_jobs: int) -> np.ndarray:
+        """:meth:`predict` of rows built by :func:`colopred.runtime.features.feature_columns`: the trees' columns
+        (``features_``, float32) and the baseline's (``BASELINE_COLUMNS``, float64), all rows of sets of ``n_jobs``."""
+        if n_jobs <= 1:
+            return np.ones(len(X32))
+        return self._point(X32, baseline_slowdown(self.baseline_coefs_, baseline_terms(columns, self.load_)))
+
+    def _predict_rows(self, X: np.ndarray, tree_out: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`predict` of checked float64 FEATURES rows; ``tree_out`` a float32 buffer for the trees' rows."""
+        p = self._point(self._tree_rows(X, tree_out), baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_)))
         return np.where(_alone(X), 1.0, p)
 
     def predict_interval(self, X) -> np.ndarray:

@@ -9,6 +9,7 @@ with -1 (:func:`feature_matrix`). What each feature means for contention is in `
 from __future__ import annotations
 
 import math
+from itertools import chain
 from typing import Sequence
 
 import numpy as np
@@ -101,13 +102,143 @@ def profile_matrix(profiles: list[JobProfile]) -> np.ndarray:
     return np.vstack([_cached_base_vector(p) for p in profiles]) if profiles else np.zeros((0, len(BASE)))
 
 
-def feature_matrix(P: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+_CO_IDX = np.array([BASE.index(b) for b in CO_AGG])
+_N_OWN, _N_AGG = len(BASE), len(CO_AGG) * len(AGGS)
+
+
+def feature_matrix(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Features for every (set, member). ``P``: profiles x BASE; ``sets``: n_sets x k indices into P
     (-1 = empty slot). Returns (X rows, set index of each row, position of each row); rows come position by
-    position (every set's first member, then every set's second, ...)."""
+    position (every set's first member, then every set's second, ...). ``out``: a float64 buffer of at least
+    that many rows x FEATURES to fill and return a view of (batches reuse one: fresh memory costs a page fault
+    per 4 KiB on first write, as much as building the rows)."""
     sets = np.asarray(sets, dtype=np.int64)
     if sets.ndim == 1:
         sets = sets[None, :]
+    if sets.size and sets.min() >= 0 and np.isfinite(P[:, _CO_IDX]).all():
+        return _full_finite_rows(P, sets, out)
+    return _any_rows(P, sets, out)
+
+
+def _empty_rows(n_rows: int, out: np.ndarray | None) -> np.ndarray:
+    if out is None:
+        return np.empty((n_rows, len(FEATURES)))
+    if out.dtype != np.float64 or out.ndim != 2 or out.shape[1] != len(FEATURES) or len(out) < n_rows:
+        raise ValueError(f"out must be a float64 buffer of at least {n_rows} rows x {len(FEATURES)} features, got {out.dtype} {out.shape}")
+    return out[:n_rows]
+
+
+def _full_finite_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`feature_matrix` where every slot holds a job and no aggregated value is missing (ncu profiles; the
+    batch path groups sets by size): the same arithmetic as :func:`_any_rows` in the same order, so the rows are
+    bit-identical, without its masks for empty slots and missing values."""
+    n, k = sets.shape
+    V = P[sets.T]  # k x n x B
+    C = P[:, _CO_IDX][sets.T]  # k x n x c
+    total = C.sum(axis=0)  # the same sum as _any_rows' nansum: no NaN to skip
+    u = C[..., CO_AGG.index("busy_mps_wait_us")]
+    busy_fill = C[..., CO_AGG.index("busy")] * (C[..., CO_AGG.index("sm_fill")] / 100.0)
+    X = _empty_rows(n * k, out)
+    for i in range(k):
+        rows = X[i * n : (i + 1) * n]
+        others = [j for j in range(k) if j != i]
+        rows[:, :_N_OWN] = V[i]
+        agg = rows[:, _N_OWN : _N_OWN + _N_AGG].reshape(n, len(CO_AGG), len(AGGS))
+        co_sum = total - C[i]
+        agg[:, :, 0] = co_sum
+        if others:
+            agg[:, :, 1] = np.maximum.reduce([C[j] for j in others]) if len(others) > 1 else C[others[0]]
+            agg[:, :, 2] = np.minimum.reduce([C[j] for j in others]) if len(others) > 1 else C[others[0]]
+        else:
+            agg[:, :, 1:3] = 0.0
+        agg[:, :, 3] = co_sum / max(k - 1, 1)
+        rows[:, _N_OWN + _N_AGG] = k
+        load = np.zeros(n)
+        for j in others:  # ε > 0 and finite waits: every share is finite
+            load += busy_fill[j] * (2 * (u[j] + SHARE_EPS_US) / (u[i] + u[j] + 2 * SHARE_EPS_US))
+        rows[:, _N_OWN + _N_AGG + 1] = load * np.minimum(1.0, V[i, :, BASE.index("busy")])
+    return X, np.tile(np.arange(n), k), np.repeat(np.arange(k), n)
+
+
+def feature_columns(P: np.ndarray, sets: np.ndarray, names: Sequence[str], exact: Sequence[str] = (),
+                    out: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
+    """Only the FEATURES columns ``names``, as a float32 column-major matrix (XGBoost's input: it compares features
+    in float32, and reads columns as fast as rows), and the columns ``exact`` in float64 (the contention
+    baseline's), rows in :func:`feature_matrix`'s order. The batch path of a prediction: it writes a third of the
+    bytes of :func:`feature_matrix` and skips the float32 copy. Only for full sets (no empty slot) whose
+    co-runner values are all present (ncu profiles); None otherwise, for :func:`feature_matrix`. The values are
+    :func:`feature_matrix`'s, computed by the same operations in the same order (bit-identical). ``out``: a
+    float32 buffer of at least rows x len(names) values to reuse across batches."""
+    sets = np.asarray(sets, dtype=np.int64)
+    if sets.ndim != 2 or not sets.size or sets.min() < 0 or not np.isfinite(P[:, _CO_IDX]).all():
+        return None
+    n, k = sets.shape
+    size = n * k * len(names)
+    buf = out if out is not None and out.dtype == np.float32 and out.size >= size else np.empty(size, np.float32)
+    X32 = buf.reshape(-1)[:size].reshape((n * k, len(names)), order="F")
+    X64 = {name: np.empty(n * k) for name in exact}
+    col = _SlotColumns(P, sets)
+    for i in range(k):
+        seg = slice(i * n, (i + 1) * n)
+        for j, name in enumerate(names):
+            X32[seg, j] = col.value(name, i)
+        for name in exact:
+            X64[name][seg] = col.value(name, i)
+    return X32, X64
+
+
+class _SlotColumns:
+    """FEATURES columns of one slot of full sets, one vector at a time, with :func:`_full_finite_rows`'
+    arithmetic (gathers, co-runner sums as total − own, max/min over the others, mean = sum / (k − 1))."""
+
+    def __init__(self, P: np.ndarray, sets: np.ndarray) -> None:
+        self.P, self.sets, self.k = P, sets, sets.shape[1]
+        self._base: dict[tuple[int, int], np.ndarray] = {}
+        self._total: dict[int, np.ndarray] = {}
+        self._co_sum: dict[tuple[int, int], np.ndarray] = {}
+
+    def base(self, b: int, slot: int) -> np.ndarray:
+        v = self._base.get((b, slot))
+        if v is None:
+            v = self._base[(b, slot)] = self.P[:, b][self.sets[:, slot]]
+        return v
+
+    def co_sum(self, b: int, i: int) -> np.ndarray:
+        v = self._co_sum.get((b, i))
+        if v is None:
+            total = self._total.get(b)
+            if total is None:
+                total = self._total[b] = np.stack([self.base(b, s) for s in range(self.k)]).sum(axis=0)
+            v = self._co_sum[(b, i)] = total - self.base(b, i)
+        return v
+
+    def value(self, name: str, i: int) -> np.ndarray | float:
+        others = [j for j in range(self.k) if j != i]
+        if name.startswith("t_"):
+            return self.base(BASE.index(name[2:]), i)
+        if name == "n_jobs":
+            return float(self.k)
+        if name == "mps_share_load":
+            u, busy, fill = (BASE.index(b) for b in ("busy_mps_wait_us", "busy", "sm_fill"))
+            load = np.zeros(len(self.sets))
+            for j in others:
+                busy_fill = self.base(busy, j) * (self.base(fill, j) / 100.0)
+                load += busy_fill * (2 * (self.base(u, j) + SHARE_EPS_US) / (self.base(u, i) + self.base(u, j) + 2 * SHARE_EPS_US))
+            return load * np.minimum(1.0, self.base(busy, i))
+        _, agg, b_name = name.split("_", 2)
+        b = BASE.index(b_name)
+        if agg == "sum":
+            return self.co_sum(b, i)
+        if agg == "mean":
+            return self.co_sum(b, i) / max(self.k - 1, 1)
+        if not others:
+            return 0.0
+        reduce = np.maximum.reduce if agg == "max" else np.minimum.reduce
+        return reduce([self.base(b, j) for j in others]) if len(others) > 1 else self.base(b, others[0])
+
+
+def _any_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`feature_matrix` for any sets: empty slots anywhere, missing values (GPM profiles)."""
     n, k = sets.shape
     valid = sets >= 0
     V = P[np.where(valid, sets, 0).T]  # k x n x B, one contiguous block per slot
@@ -125,7 +256,7 @@ def feature_matrix(P: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray, np.ndar
     u = C[..., CO_AGG.index("busy_mps_wait_us")]  # k x n
     busy_fill = C[..., CO_AGG.index("busy")] * np.nan_to_num(C[..., CO_AGG.index("sm_fill")] / 100.0, nan=1.0)
     counts = valid.sum(axis=0)
-    X = np.empty((int(counts.sum()), len(FEATURES)))
+    X = _empty_rows(int(counts.sum()), out)
     n_own, n_agg = len(BASE), len(CO_AGG) * len(AGGS)
     set_of, pos_of, start = [], [], 0
     for i in range(k):
@@ -170,7 +301,7 @@ def feature_matrix(P: np.ndarray, sets: np.ndarray) -> tuple[np.ndarray, np.ndar
 def index_sets(sets: Sequence[Sequence[JobProfile]]) -> tuple[list[JobProfile], np.ndarray]:
     """(distinct profiles, n_sets x k index array with -1 in empty slots) of a list of sets of profiles, each
     profile object counted once (loops in C: a million sets take a fraction of a second)."""
-    flat = [p for s in sets for p in s]
+    flat = list(chain.from_iterable(sets))
     lengths = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
     ids = np.fromiter(map(id, flat), dtype=np.int64, count=len(flat))
     codes, uniq = pd.factorize(ids)  # by hashing; codes in order of first appearance
@@ -182,7 +313,7 @@ def padded(flat: np.ndarray, lengths: np.ndarray, width: int | None = None) -> n
     """Ragged rows (``flat`` values, ``lengths`` per row) as an n_rows x width array, -1 after each row's values."""
     width = int(lengths.max(initial=0)) if width is None else width
     out = np.full((len(lengths), width), -1, dtype=np.int64)
-    out[np.repeat(np.arange(len(lengths)), lengths), np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = flat
+    out[np.arange(width) < lengths[:, None]] = flat  # a boolean mask fills row by row, each row's first slots
     return out
 
 

@@ -27,7 +27,8 @@ from ..profile import JobProfile
 from . import outcome
 from .checks import check_pack, check_predict, check_predict_many, check_rank_partners
 from .estimator import SlowdownModel
-from .features import feature_matrix, index_sets, profile_matrix  # noqa: F401 (index_sets: the benchmark's)
+from .baseline import BASELINE_COLUMNS
+from .features import FEATURES, feature_columns, feature_matrix, index_sets, profile_matrix  # noqa: F401 (index_sets: the benchmark's)
 from .manifest import default_model_path, load_model, save_model
 from .placement import Gpu, Placement, place
 
@@ -185,19 +186,21 @@ class Predictor:
         delta = outcome.delta(t, colo)
         thr = outcome.normalised_throughput(s)
         fits = outcome.fits_memory(need, gpu_mem)
-        set_id, slot = np.nonzero(present)
+        n_jobs = present.sum(1)
+        flat = present.ravel()  # the jobs, set by set in slot order (a boolean mask is cheaper than index pairs)
         names = np.array([p.name for p in profiles], dtype=object)
+        per_set = lambda v: np.repeat(v, n_jobs)  # noqa: E731 (a set's value on each of its rows)
         return pd.DataFrame({
-            "set_id": set_id,
-            "job": names[idx[set_id, slot]],
-            "n_jobs": present.sum(1)[set_id],
-            "slowdown": s[set_id, slot],
-            "solo_iteration_ms": t[set_id, slot],
-            "collocated_iteration_ms": colo[set_id, slot],
-            "delta": delta[set_id],
-            "throughput": thr[set_id],
-            "memory_gib": need[set_id],
-            "fits_memory": fits[set_id],
+            "set_id": per_set(np.arange(len(idx))),
+            "job": names[idx.ravel()[flat]],
+            "n_jobs": per_set(n_jobs),
+            "slowdown": s.ravel()[flat],
+            "solo_iteration_ms": t.ravel()[flat],
+            "collocated_iteration_ms": colo.ravel()[flat],
+            "delta": per_set(delta),
+            "throughput": per_set(thr),
+            "memory_gib": per_set(need),
+            "fits_memory": per_set(fits),
         }, columns=list(PREDICT_MANY_COLUMNS), copy=False)  # the arrays are fresh: no need to copy them into blocks
 
     def slowdown_index(self, profiles: Sequence[JobProfile], idx: np.ndarray) -> np.ndarray:
@@ -214,15 +217,25 @@ class Predictor:
             order = np.argsort(~present, axis=1, kind="stable")  # each row's filled slots first, in their order
         size = present.sum(axis=1)
         s = np.full(idx.shape, np.nan)
-        for g in np.unique(size):
-            if g == 0:
-                continue
-            rows_g = np.flatnonzero(size == g)
+        groups = [(g, np.flatnonzero(size == g)) for g in np.unique(size) if g > 0]
+        model = self.model
+        # one buffer for every chunk: memory stays that of the largest chunk
+        n_rows = max((g * min(len(r), PREDICT_CHUNK_SETS) for g, r in groups), default=0)
+        tree_buf = np.empty(n_rows * len(model.features_), dtype=np.float32)
+        X_buf = None
+        for g, rows_g in groups:
             for lo in range(0, len(rows_g), PREDICT_CHUNK_SETS):
                 r = rows_g[lo : lo + PREDICT_CHUNK_SETS]
                 slots = order[r, :g]
-                X, set_of, pos = feature_matrix(P, np.take_along_axis(idx[r], slots, axis=1))
-                s[r[set_of], slots[set_of, pos]] = self.model.predict(X)
+                members = np.take_along_axis(idx[r], slots, axis=1)
+                built = feature_columns(P, members, model.features_, BASELINE_COLUMNS, out=tree_buf)
+                if built is not None:  # rows slot by slot: every set's first member, then every set's second, ...
+                    s[r[:, None], slots] = model._predict_columns(*built, n_jobs=g).reshape(g, len(r)).T
+                    continue
+                if X_buf is None:
+                    X_buf = np.empty((n_rows, len(FEATURES)))
+                X, set_of, pos = feature_matrix(P, members, out=X_buf)
+                s[r[set_of], slots[set_of, pos]] = model._predict_rows(X, tree_buf.reshape(-1, len(model.features_)))
         return s
 
     def rank_partners(self, job: JobProfile, candidates: Sequence[JobProfile], k: int | None = None) -> pd.DataFrame:

@@ -21,8 +21,9 @@ from ...constants import CONTEXT_OVERHEAD_GIB
 from ...errors import ColopredError, InputError
 from ...io import write_text_atomic
 from ...runtime.outcome import fits_memory, memory_need_gib
-from .plan import CampaignConfig, WindowSpec, make_plan
+from .plan import CampaignConfig, WindowSpec
 from .records import RECORD_SCHEMA, RecordWriter, iter_records, now_iso, provenance
+from .sharding import DEFAULT_ITER_MS, full_plan, records_name, shard_plans, window_length_s
 
 CONFIG_FILE = "campaign.json"
 RECORDS_FILE = "windows.jsonl"
@@ -32,7 +33,6 @@ RETRIED_STATUSES = ("failed",)
 out-of-memory set (``oom``) would fail again; an ``infeasible`` one was never run."""
 MAX_WINDOW_ATTEMPTS = 3
 """Most times one window is run: a window failed this often is left failed (it is the set, not bad luck)."""
-DEFAULT_ITER_MS = 200.0  # window sizing before a job's first solo window
 
 
 def summarize_iterations(iter_ms: list[float]) -> dict[str, float | int]:
@@ -130,8 +130,8 @@ class CampaignLock:
     ``measure`` or ``measure --resume`` on the same folder) is refused at once instead of duplicating windows.
     The lock goes with the process (closed file, or a killed process), so a stale lock file never blocks."""
 
-    def __init__(self, out_dir: Path):
-        self.path = Path(out_dir) / LOCK_FILE
+    def __init__(self, out_dir: Path, name: str = LOCK_FILE):
+        self.path = Path(out_dir) / name
         self._f = None
 
     def __enter__(self) -> "CampaignLock":
@@ -161,9 +161,15 @@ class CampaignLock:
 
 
 class Campaign:
-    """A campaign stored in ``out_dir``: ``campaign.json`` (settings) and ``windows.jsonl`` (records)."""
+    """A campaign stored in ``out_dir``: ``campaign.json`` (settings) and ``windows.jsonl`` (records).
 
-    def __init__(self, out_dir: str | Path, config: CampaignConfig | None = None, *, resume: bool = False):
+    A campaign over several GPUs (``config.shards`` > 1) is run shard by shard: ``Campaign(dir, shard=K)`` is
+    shard K's part (its plan, ``windows.shardK.jsonl``, its own lock ``.shardK.lock``), run by one process on one
+    GPU; ``multigpu.ShardedCampaign`` starts one such process per GPU. Without ``shard`` a sharded campaign's
+    object has the whole plan but does not run."""
+
+    def __init__(self, out_dir: str | Path, config: CampaignConfig | None = None, *, resume: bool = False,
+                 shard: int | None = None):
         self.out_dir = Path(out_dir)
         if self.out_dir.exists() and not self.out_dir.is_dir():
             raise InputError(self.out_dir, "is a file; --out names the campaign's folder")
@@ -183,9 +189,13 @@ class Campaign:
         if config is None:
             raise ColopredError("no campaign settings given")
         self.config = config
-        self.plan = make_plan(config)
-        self.records_path = self.out_dir / RECORDS_FILE
-        if fingerprint is not None and fingerprint != plan_fingerprint(self.plan):
+        if shard is not None and not (config.shards > 1 and 0 <= shard < config.shards):
+            raise InputError(cfg_path, f"the campaign has no shard {shard} (it is spread over {config.shards} GPU(s))")
+        self.shard = shard
+        self.plan = full_plan(config) if shard is None else shard_plans(config)[shard]
+        self.records_path = self.out_dir / records_name(shard)
+        self.lock_name = LOCK_FILE if shard is None else f".shard{shard}.lock"
+        if fingerprint is not None and fingerprint != plan_fingerprint(self.plan if shard is None else full_plan(config)):
             raise InputError(cfg_path, "the plan rebuilt from these settings is not the one recorded (made by another colopred "
                                        "version?): finish the campaign with that version, or start a new --out")
         self.run_id: str | None = None  # set by run(): one per invocation
@@ -232,23 +242,23 @@ class Campaign:
     def window_seconds(self, w: WindowSpec, solo_ms: dict[tuple[str, str], float]) -> tuple[float, float]:
         """(window length, warm-up) in s: long enough for each member to finish ``min_iters``
         iterations after the warm-up, assuming a collocated iteration takes at most n x solo."""
-        cfg = self.config
         n = len(w.jobs)
         est_ms = max(solo_ms.get((w.mode, j), DEFAULT_ITER_MS) for j in w.jobs) * (n if w.kind == "colo" else 1)
-        warmup = max(cfg.warmup_s, 2 * est_ms / 1e3)
-        body = max(cfg.min_window_s, (cfg.min_iters + 1) * est_ms / 1e3)
-        return min(warmup + body, cfg.max_window_s), warmup
+        return window_length_s(self.config, est_ms)
 
     def run(self, pool_factory: PoolFactory, *, progress: Progress | None = None, log: Callable[[str], None] = lambda s: None) -> int:
         """Run every window not yet recorded, and again (up to ``MAX_WINDOW_ATTEMPTS`` runs) each window whose
         worker failed or died. Holds the campaign's lock throughout. Returns the number of windows run now."""
-        with CampaignLock(self.out_dir):
+        if self.config.shards > 1 and self.shard is None:
+            raise ColopredError(f"a campaign over {self.config.shards} GPUs runs one shard per GPU (colopred measure --gpus)")
+        with CampaignLock(self.out_dir, self.lock_name):
             return self._run(pool_factory, progress, log)
 
     def _run(self, pool_factory: PoolFactory, progress: Progress | None, log: Callable[[str], None]) -> int:
         cfg_path = self.out_dir / CONFIG_FILE
         if not cfg_path.exists():
-            write_text_atomic(cfg_path, json.dumps({**self.config.to_dict(), "plan_sha256": plan_fingerprint(self.plan)}, indent=1) + "\n")
+            write_text_atomic(cfg_path, json.dumps({**self.config.to_dict(), "plan_sha256": plan_fingerprint(full_plan(self.config))},
+                                                   indent=1) + "\n")
         done = self.done_ids()
         pending = [w for w in self.plan if w.window_id not in done]
         if progress is not None:
@@ -296,6 +306,12 @@ class Campaign:
             "park_idle": bool(getattr(pool, "park_idle", False)),  # idle workers' state kept in host memory
             "run_id": self.run_id,
         }
+        if self.shard is not None:  # harness 1.4: the shard and the GPU (index on its node) of a multi-GPU campaign
+            rec["shard"] = self.shard
+            rec["gpu_index"] = getattr(pool, "gpu_index", None)
+        commands = [c.to_dict() for c in self.config.commands if c.name in w.jobs]
+        if commands:  # jobs that are training commands: what ran (harness.commands)
+            rec["commands"] = commands
         if w.kind == "colo":
             need = [solo_mem.get((w.mode, j)) for j in w.jobs]
             if all(x is not None for x in need):

@@ -68,6 +68,7 @@ class GpuWorkerPool:
 
     def __init__(self, mode: str, jobs: tuple[str, ...], *, device: str = "cuda", tiny: bool = False,
                  mps_dir: str = "/tmp/colopred-mps", use_nvml: bool = True, prestart: int = 4, park_idle: bool = False,
+                 gpu_index: int | None = None, fake_gpu_uuid: str | None = None, commands: dict | None = None,
                  log=lambda s: None):
         self.mode = mode
         self.device = device
@@ -81,15 +82,24 @@ class GpuWorkerPool:
         self.dead: dict[str, str] = {}
         self.peak_seen_gib: dict[str, float] = {}  # per job; survives a worker's eviction
         self.evicted: list[str] = []  # stopped to make room, oldest first; parked pools restart them in batches
+        # Jobs that are commands (harness.commands.JobCommand by name), not zoo jobs; their declared peaks plan memory.
+        self.commands = dict(commands or {})
+        self.peak_seen_gib.update({j: c.peak_memory_gib for j, c in self.commands.items() if c.peak_memory_gib is not None})
         self.nvml = None
         self.gpu_name = None
         self.driver = None
         self.gpu_uuid = None
+        # The GPU's index on its node (NVML's order; a shard of a multi-GPU campaign sees only this GPU, as CUDA's 0).
+        self.gpu_index = gpu_index
         self.memory_gib = 1e9 if device == "cpu" else 80.0
+        if fake_gpu_uuid is not None:  # tests: CPU workers standing for one GPU of a fake multi-GPU node
+            if device != "cpu":
+                raise GpuError("a fake GPU identity is for CPU workers only")
+            self.gpu_name, self.gpu_uuid = "fake GPU (CPU workers)", fake_gpu_uuid
         if use_nvml:
             from ..nvml import Nvml
 
-            self.nvml = Nvml(0)
+            self.nvml = Nvml(gpu_index or 0)
             self.gpu_name, self.driver, self.memory_gib = self.nvml.gpu_name, self.nvml.driver, self.nvml.memory_gib
             self.gpu_uuid = self.nvml.uuid
         self.mps: MpsDaemon | None = None
@@ -112,6 +122,10 @@ class GpuWorkerPool:
 
     # ------------------------------------------------------------------ workers
     def _spawn(self, job: str) -> _Worker:
+        if job in self.commands:  # a training command whose ProfileWindow speaks the worker protocol
+            from .commands import spawn_command
+
+            return _Worker(job, *spawn_command(self.ctx, self.commands[job]))
         parent, child = self.ctx.Pipe()
         # Not daemonic: input-bound (loader) jobs start DataLoader worker processes of their own.
         # The pool stops every worker in close(); the campaign runs in its own process group.
@@ -155,10 +169,14 @@ class GpuWorkerPool:
             msg = _receive(w, deadline, time.monotonic)
             if msg and msg.get("ready"):
                 w.resident_gib = msg["resident_gib"]
+                if msg.get("peak_memory_gib") is not None:  # a command reports its warm-up peak
+                    self.peak_seen_gib[w.job] = max(self.peak_seen_gib.get(w.job, 0.0), msg["peak_memory_gib"])
                 self.workers[w.job] = w
                 self.log(f"worker {w.job} ready (pid {msg['pid']}, {w.resident_gib:.2f} GiB resident)")
             else:
                 err = (msg or {}).get("error") or f"worker exited (code {w.proc.exitcode}) before it was ready"
+                if msg is None and hasattr(w.proc, "tail"):  # a command: its last line of stderr says why
+                    err += f": {w.proc.tail()}" if w.proc.tail() else ""
                 status = (msg or {}).get("status", "error")
                 self._kill(w)
                 failed[w.job] = f"{status}: {err}"

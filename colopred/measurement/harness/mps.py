@@ -26,6 +26,7 @@ class MpsDaemon:
         self.log_dir = base / "log"
         self.env = {"CUDA_MPS_PIPE_DIRECTORY": str(self.pipe_dir), "CUDA_MPS_LOG_DIRECTORY": str(self.log_dir)}
         self.running = False
+        self._client_visible: str | None = None
 
     def _control(self, command: str, timeout: float = 15.0) -> str:
         env = {**os.environ, **self.env}
@@ -54,6 +55,12 @@ class MpsDaemon:
         if p.returncode != 0:
             raise GpuError(f"cannot start the MPS daemon: {(p.stderr or p.stdout).strip()}")
         os.environ.update(self.env)
+        # The MPS server remaps the GPUs CUDA_VISIBLE_DEVICES gave the daemon (its GPU is the clients' device 0): a
+        # client keeping an index there fails, one keeping a UUID does not (NVIDIA MPS docs, "Environment
+        # Variables"). A daemon started for GPU 2 of a node, say, so leaves its workers without the index.
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if visible is not None and not all(v.strip().startswith(("GPU-", "MIG-")) for v in visible.split(",")):
+            self._client_visible = os.environ.pop("CUDA_VISIBLE_DEVICES")
         self.running = True
         time.sleep(0.5)
 
@@ -77,6 +84,9 @@ class MpsDaemon:
             self.running = False
             for k in self.env:
                 os.environ.pop(k, None)
+            if self._client_visible is not None:
+                os.environ["CUDA_VISIBLE_DEVICES"] = self._client_visible
+                self._client_visible = None
             # Wait for the control pipe to go away so a following start is clean.
             for _ in range(40):
                 if not (self.pipe_dir / "control").exists():

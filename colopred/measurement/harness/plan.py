@@ -21,6 +21,7 @@ from pathlib import Path
 from ...constants import MODES
 from ...errors import InputError
 from ...io import write_text_atomic
+from .commands import JobCommand
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,17 @@ class CampaignConfig:
     min_window_s: float = 1.5
     max_window_s: float = 20.0
     warmup_s: float = 0.4
+    shards: int = 1  # GPUs the campaign is spread over (``sharding.shard_plans``); 1: one GPU, ``make_plan``
+    cross_gpu_frac: float = 0.0  # fraction of the sets measured on a second GPU too (cross-GPU agreement)
+    commands: tuple[JobCommand, ...] = ()  # jobs that are training commands, not zoo jobs (harness.commands)
 
     def __post_init__(self):
+        if not isinstance(self.shards, int) or isinstance(self.shards, bool) or self.shards < 1:
+            raise ValueError(f"the number of GPUs (shards) must be a positive integer, not {self.shards!r}")
+        if not 0.0 <= self.cross_gpu_frac <= 1.0:
+            raise ValueError(f"--cross-gpu-frac must lie in [0, 1], not {self.cross_gpu_frac!r}")
+        if self.cross_gpu_frac > 0 and self.shards < 2:
+            raise ValueError("--cross-gpu-frac needs a campaign over at least two GPUs")
         for m in self.modes:
             if m not in MODES:
                 raise ValueError(f"unknown mode {m!r} (use {' or '.join(MODES)})")
@@ -58,12 +68,20 @@ class CampaignConfig:
             missing = [j for j in s if j not in known]
             if missing:
                 raise ValueError(f"set {'+'.join(s)} uses job(s) not in --jobs: {', '.join(missing)}")
+        stray = [c.name for c in self.commands if c.name not in known]
+        if stray:
+            raise ValueError(f"command job(s) not in --jobs: {', '.join(stray)}")
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["jobs"] = list(self.jobs)
         d["sets"] = ["+".join(s) for s in self.sets]
         d["modes"] = list(self.modes)
+        if self.shards == 1 and self.cross_gpu_frac == 0.0:  # a one-GPU campaign.json reads as before issue 25
+            del d["shards"], d["cross_gpu_frac"]
+        d["commands"] = [c.to_dict() for c in self.commands]
+        if not self.commands:
+            del d["commands"]  # a zoo campaign's settings stay as before
         return d
 
     @classmethod
@@ -72,6 +90,7 @@ class CampaignConfig:
         d["jobs"] = tuple(d["jobs"])
         d["sets"] = tuple(tuple(s.split("+")) for s in d["sets"])
         d["modes"] = tuple(d["modes"])
+        d["commands"] = tuple(JobCommand.from_dict(c) for c in d.get("commands", ()))
         return cls(**d)
 
     def save(self, path: Path) -> None:

@@ -20,8 +20,8 @@ from ...errors import InputError
 # Harness versions (docs/formats.md): 1.1 records the host; 1.2 the GPU's UUID (device leases share a
 # hostname, so the host alone does not tell machines apart); 1.3 a ``run_id`` per invocation of a campaign
 # (a resume is a new run and a new segment: a resume on the same machine can change the solo speed of
-# CPU-bound jobs).
-HARNESS_VERSION = "1.3"
+# CPU-bound jobs); 1.4 the ``shard`` and ``gpu_index`` of a window of a campaign spread over several GPUs.
+HARNESS_VERSION = "1.4"
 RECORD_SCHEMA = "colopred.window/1"
 
 

@@ -1,8 +1,11 @@
 """Profile a training command on the GPU (``colopred profile run`` / ``profile nvml``).
 
 The command marks its loop with :class:`colopred.window.ProfileWindow` (zoo jobs do).
-``profile run`` makes two runs: one without any profiler, timing iterations (solo
-iteration time, peak memory); one under ``ncu`` over a bounded window of iterations.
+``profile run`` makes three runs: one without any profiler, timing iterations (solo
+iteration time, peak memory); one under ``torch.profiler`` with CUDA activity over a few
+iterations (the solo timeline: the stream overlap, Σ kernel time / time a kernel runs, which
+ncu's one-kernel-at-a-time replay cannot see); one under ``ncu`` over a bounded window of
+iterations.
 ``profile nvml`` makes one timed run while sampling GPM counters.
 """
 
@@ -49,9 +52,35 @@ class TimedRun:
         return sum(self.iter_ms) / len(self.iter_ms)
 
 
-def _window_env(mode: str, warmup: int, iters: int, result: Path) -> dict[str, str]:
-    return {**os.environ, "COLOPRED_WINDOW": mode, "COLOPRED_WARMUP": str(warmup), "COLOPRED_ITERS": str(iters),
-            "COLOPRED_RESULT": str(result), "COLOPRED_EXIT": "1", "PYTHONUNBUFFERED": "1"}
+def _window_env(mode: str, warmup: int, iters: int, result: Path, trace: Path | None = None) -> dict[str, str]:
+    env = {**os.environ, "COLOPRED_WINDOW": mode, "COLOPRED_WARMUP": str(warmup), "COLOPRED_ITERS": str(iters),
+           "COLOPRED_RESULT": str(result), "COLOPRED_EXIT": "1", "PYTHONUNBUFFERED": "1"}
+    if trace is not None:
+        env["COLOPRED_TRACE"] = str(trace)
+    return env
+
+
+TIMELINE_ITERS = 6  # iterations traced for the stream overlap, as `colopred profile timeline`
+
+
+def run_overlap(cmd: list[str], *, warmup: int = 10, iters: int = TIMELINE_ITERS, timeout: float = 900) -> float | None:
+    """The stream overlap of ``cmd`` from its solo timeline: ``iters`` iterations after ``warmup`` traced with
+    torch.profiler (CUDA activity), reduced by :func:`timeline.overlap_of`. None where the trace holds no GPU
+    kernel (a job run without a GPU)."""
+    from .timeline import overlap_of
+
+    with tempfile.TemporaryDirectory() as d:
+        result, trace = Path(d) / "window.json", Path(d) / "trace.json"
+        p = subprocess.run(cmd, env=_window_env("trace", warmup, iters, result, trace), capture_output=True, text=True, timeout=timeout)
+        _read_result(result, cmd, p)
+        if not trace.exists():
+            raise GpuError(f"{' '.join(cmd)!r}: the traced run wrote no timeline")
+        try:
+            return overlap_of(trace)
+        except InputError as e:
+            if "no GPU kernel" in e.problem:
+                return None
+            raise
 
 
 def _read_result(result: Path, cmd: list[str], proc: subprocess.CompletedProcess) -> dict[str, Any]:
@@ -104,10 +133,14 @@ def run_ncu(cmd: list[str], csv_path: Path, *, warmup: int = 10, iters: int = 1,
 
 def profile_command(cmd: list[str], *, name: str, iterations: int = 1, warmup: int = 10, timing_iters: int = 30,
                     replay_mode: str = "kernel", metric_set: str = "full", keep_csv: Path | None = None,
-                    meta: dict[str, Any] | None = None, log=lambda s: None) -> JobProfile:
-    """Timed run + ncu run of ``cmd`` -> ``JobProfile`` (source ``ncu``)."""
+                    meta: dict[str, Any] | None = None, timeline: bool = True, log=lambda s: None) -> JobProfile:
+    """Timed run, traced run (``timeline``: the stream overlap) and ncu run of ``cmd`` -> ``JobProfile`` (source ``ncu``)."""
     timed = run_timed(cmd, warmup=warmup, iters=timing_iters)
     log(f"{name}: solo iteration {timed.iteration_ms:.2f} ms, peak {timed.peak_memory_gib or 0:.2f} GiB ({timed.wall_s:.1f} s)")
+    overlap = run_overlap(cmd, warmup=warmup) if timeline else None
+    if timeline:
+        log(f"{name}: stream overlap {overlap:.3f} from a solo timeline of {TIMELINE_ITERS} iterations" if overlap is not None
+            else f"{name}: no GPU kernel in the solo timeline: stream overlap left out (counts as 1)")
     with tempfile.TemporaryDirectory() as d:
         csv_path = keep_csv or Path(d) / "report.csv"
         wall = run_ncu(cmd, csv_path, warmup=warmup, iters=iterations, metrics=METRIC_SETS[metric_set], replay_mode=replay_mode)
@@ -116,8 +149,11 @@ def profile_command(cmd: list[str], *, name: str, iterations: int = 1, warmup: i
     m = {"command": cmd, "ncu_wall_s": wall, "ncu_replay_mode": replay_mode, "ncu_metric_set": metric_set,
          "timing_iterations": len(timed.iter_ms), "iteration_ms_median": sorted(timed.iter_ms)[len(timed.iter_ms) // 2],
          "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **(meta or {})}
-    return profile_from_ncu(report, name=name, iteration_ms=timed.iteration_ms, iterations=iterations,
-                            peak_memory_gib=timed.peak_memory_gib, meta=m)
+    if overlap is not None:
+        m["stream_overlap_from"] = f"torch.profiler solo timeline, {TIMELINE_ITERS} iterations after {warmup}"
+    p = profile_from_ncu(report, name=name, iteration_ms=timed.iteration_ms, iterations=iterations,
+                         peak_memory_gib=timed.peak_memory_gib, meta=m)
+    return p if overlap is None else p.with_(stream_overlap=overlap)
 
 
 def profile_command_gpm(cmd: list[str], *, name: str, warmup: int = 10, timing_iters: int = 50, interval_s: float = 0.1,

@@ -1,0 +1,70 @@
+"""``colopred campaign sbatch`` (a Slurm job array measuring one campaign over several nodes) and ``colopred campaign
+merge`` (its per-node folders -> one campaign folder); ``docs/campaigns.md``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def cmd_sbatch(a) -> int:
+    from ..errors import ColopredError
+    from ..io import check_output, write_text_atomic
+    from ..measurement.harness.multigpu import sbatch_script
+    from . import log_of
+
+    plan = a.measure_args[1:] if a.measure_args[:1] == ["--"] else a.measure_args
+    for bad in ("--out", "--gpus", "--nodes", "--node", "--resume"):
+        if any(x == bad or x.startswith(bad + "=") for x in plan):
+            raise ColopredError(f"{bad} is set by the script; give the campaign's other measure options after --")
+    pool = [x for x in plan if x in ("--tiny", "--no-nvml", "--park-idle", "--fake-gpus", "-v", "-q", "--no-progress")]
+    plan = [x for x in plan if x not in pool]
+    text = sbatch_script(Path(a.root).resolve(), nodes=a.nodes, gpus=a.gpus_per_node, plan_args=plan, pool_args=pool + ["--no-progress"],
+                         name=a.name, time_limit=a.time, setup=a.setup, workdir=a.workdir, python=a.python, extra_sbatch=a.sbatch)
+    if a.output:
+        check_output(a.output)
+        (Path(a.root) / "logs").mkdir(parents=True, exist_ok=True)  # Slurm writes the tasks' output there
+        write_text_atomic(a.output, text)
+        log_of(a)(f"wrote {a.output}: sbatch {a.output}, then colopred campaign merge {a.root}/nodes/node-* --out {a.root}/merged")
+    else:
+        print(text, end="")
+    return 0
+
+
+def cmd_merge(a) -> int:
+    from ..errors import InputError
+    from ..measurement.harness.multigpu import merge_campaigns
+    from . import log_of
+
+    log = log_of(a)
+    sources = [Path(p) for p in a.sources]
+    for s in sources:
+        if not s.is_dir():
+            raise InputError(s, "not a campaign folder")
+    counts = merge_campaigns(sources, Path(a.out), log=log.detail)
+    log(f"merged {len(counts)} shard(s), {sum(counts.values())} records, into {a.out}")
+    return 0
+
+
+def add_commands(sub) -> None:
+    from . import command
+
+    p = sub.add_parser("campaign", help="campaigns over several nodes: Slurm job array script, merge of per-node folders",
+                       description="Campaigns over several nodes (docs/campaigns.md).")
+    csub = p.add_subparsers(dest="campaign_command", required=True, metavar="SUBCOMMAND")
+    q = command(csub, "sbatch", "write an sbatch script: one Slurm array task per node, each measuring its GPUs' shards", cmd_sbatch)
+    q.add_argument("--root", required=True, help="shared folder of the campaign: nodes/node-K/ per array task, logs/")
+    q.add_argument("--nodes", type=int, required=True, help="array tasks (nodes)")
+    q.add_argument("--gpus-per-node", type=int, required=True, help="GPUs each task measures with (--gres=gpu:N)")
+    q.add_argument("--name", default="colopred", help="Slurm job name")
+    q.add_argument("--time", default="24:00:00", help="Slurm time limit per task")
+    q.add_argument("--setup", default="", help="shell lines run before measuring (module load ..., source venv/bin/activate)")
+    q.add_argument("--workdir", default=None, help="folder the tasks run in (default: this one)")
+    q.add_argument("--python", default="python3", help="Python of the nodes")
+    q.add_argument("--sbatch", action="append", default=[], help="another #SBATCH line, e.g. --sbatch=--partition=gpu (repeatable)")
+    q.add_argument("-o", "--output", help="script to write (default: print)")
+    q.add_argument("measure_args", nargs=argparse.REMAINDER,
+                   help="-- then the campaign's colopred measure options (--jobs, --sets, --mode, ...)")
+    q = command(csub, "merge", "merge the per-node folders of one campaign into one campaign folder", cmd_merge)
+    q.add_argument("sources", nargs="+", help="per-node campaign folders (nodes/node-*)")
+    q.add_argument("--out", required=True, help="merged campaign folder (created; merged again, it takes the new records)")

@@ -1,0 +1,128 @@
+"""A training command that is not in the zoo, end to end on the CPU: ``examples/my_train.py`` (the README's loop)
+profiled by ``colopred profile run`` (through a stand-in ``ncu`` that runs the command as ncu does and prints a
+real recorded H100 report), measured against a zoo job by ``colopred measure --jobs-file`` with the same persistent
+worker protocol, windows, solo rounds, resume and records as zoo jobs, a model trained on it, and its collocation
+predicted. The GPU run of the same sequence is the lead engineer's (README, "Your own training job")."""
+
+import json
+import os
+import stat
+import sys
+
+import pytest
+
+from colopred.cli import main
+from colopred.measurement.harness.reader import read_windows, slowdown_table
+from colopred.profile import JobProfile
+
+from .conftest import ROOT, SAMPLE
+
+torch = pytest.importorskip("torch", reason="the example loop and the CPU workers need PyTorch")
+
+PY = sys.executable
+ENV = {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+MY_TRAIN = [PY, str(ROOT / "examples" / "my_train.py"), "--device", "cpu", "--width", "1024", "--batch", "128"]
+ZOO_TINY = [PY, "-m", "colopred.measurement.zoo.run", "resnet18-b2-fp32", "--device", "cpu", "--tiny"]
+
+
+def stand_in_ncu(bin_dir):
+    """``ncu ... --csv --page raw COMMAND``: runs COMMAND in ncu's environment (its ProfileWindow finishes the
+    window and ends it), then prints the recorded report's CSV as ncu prints its own."""
+    bin_dir.mkdir(exist_ok=True)
+    exe = bin_dir / "ncu"
+    exe.write_text(f"""#!{PY}
+import gzip, subprocess, sys
+a = sys.argv[1:]
+cmd = a[a.index("raw") + 1:]
+r = subprocess.run(cmd, stdout=subprocess.DEVNULL)
+sys.stdout.write(gzip.open({str(SAMPLE)!r}, "rt").read())
+sys.exit(r.returncode)
+""")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+
+
+@pytest.fixture
+def gpu_less(tmp_path, monkeypatch):
+    stand_in_ncu(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    return tmp_path
+
+
+def jobs_file(tmp_path, **extra):
+    f = tmp_path / "jobs.json"
+    f.write_text(json.dumps({"jobs": [{"name": "mytrain", "command": MY_TRAIN, "env": ENV, **extra}]}))
+    return f
+
+
+def test_a_command_outside_colopred_runs_its_epochs_untouched():
+    """Outside colopred ProfileWindow does nothing and ``win.epochs(n)`` is range(n): the script ends by itself."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COLOPRED_")} | ENV
+    r = subprocess.run([*MY_TRAIN, "--epochs", "2"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.slow
+def test_profile_measure_train_predict_a_command(gpu_less, capsys):
+    d = gpu_less
+    data = d / "mydata"
+    (data / "profiles" / "ncu").mkdir(parents=True)
+    # 1. profile the command (and a tiny zoo job, the co-runner) alone: timed run, traced run, ncu run. The stand-in's
+    # report holds 16 ms of kernels, said to cover 4 iterations: 4 ms of kernels per iteration of ~10-30 ms on a CPU
+    for name, cmd in (("mytrain", MY_TRAIN), ("resnet18-b2-fp32", ZOO_TINY)):
+        code = main(["profile", "run", "--name", name, "--iterations", "4", "-o", str(data / "profiles" / "ncu" / f"{name}.json"),
+                     "--", *cmd])
+        assert code == 0, capsys.readouterr().err
+    p = JobProfile.from_json(data / "profiles" / "ncu" / "mytrain.json")
+    assert p.name == "mytrain" and p.source == "ncu" and p.meta["command"] == MY_TRAIN
+    assert p.iterations_profiled == 4 and p.kernel_ms_per_iteration == pytest.approx(16.06 / 4, abs=0.01) and p.meta["timing_iterations"] == 30
+    assert p.stream_overlap is None  # no GPU kernel in a CPU run's timeline
+    assert "no GPU kernel in the solo timeline" in capsys.readouterr().err
+
+    # 2. measure it against the zoo job: the command is a persistent worker of the pool
+    out = data / "campaigns" / "c1"
+    args = ["measure", "--jobs-file", str(jobs_file(d)), "--jobs", "mytrain,resnet18-b2-fp32", "--sets", "pairs",
+            "--mode", "timeslice", "--out", str(out), "--device", "cpu", "--tiny", "--no-nvml", "--no-progress",
+            "--min-iters", "3", "--max-window-s", "4", "--repeat-frac", "0"]
+    assert main(args) == 0, capsys.readouterr().err
+    recs = [json.loads(l) for l in (out / "windows.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in recs] == ["ok"] * 5 and [r["kind"] for r in recs] == ["solo", "solo", "colo", "solo", "solo"]
+    for r in recs:  # every window the command ran in says what it ran
+        assert ("commands" in r) == ("mytrain" in r["jobs"])
+        if "mytrain" in r["jobs"]:
+            assert r["commands"] == [{"name": "mytrain", "command": MY_TRAIN, "env": ENV}]
+            assert r["results"]["mytrain"]["iterations"] >= 3
+    cfg = json.loads((out / "campaign.json").read_text())
+    assert cfg["commands"][0]["command"] == MY_TRAIN and "plan_sha256" in cfg
+    slow = slowdown_table(read_windows(out))
+    assert set(slow["job"]) == {"mytrain", "resnet18-b2-fp32"} and (slow["slowdown"] > 0).all()
+    # resume (no --jobs-file: the commands come from campaign.json): nothing left to run, nothing rewritten
+    before = (out / "windows.jsonl").read_bytes()
+    assert main(["measure", "--out", str(out), "--resume", "--device", "cpu", "--tiny", "--no-nvml"]) == 0
+    assert (out / "windows.jsonl").read_bytes() == before
+    # 3. train a model on the dataset holding it, 4. predict its collocation with that model
+    assert main(["train", "--data", str(data), "--out", str(d / "models" / "mine"), "--modes", "timeslice", "--no-metrics"]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(data / "profiles" / "ncu" / "mytrain.json"), str(data / "profiles" / "ncu" / "resnet18-b2-fp32.json"),
+                 "--mode", "timeslice", "--model", str(d / "models" / "mine-timeslice.json"), "--json"]) == 0
+    pred = json.loads(capsys.readouterr().out)
+    assert [j["name"] for j in pred["jobs"]] == ["mytrain", "resnet18-b2-fp32"] and all(j["slowdown"] > 0 for j in pred["jobs"])
+    man = json.loads((d / "models" / "mine-timeslice.json").read_text())
+    assert "mytrain" in man["jobs"] and man["n_sets"] == 1
+
+
+def test_a_command_that_dies_before_ready_is_a_failed_window_naming_why(gpu_less, capsys):
+    d = gpu_less
+    f = d / "jobs.json"
+    f.write_text(json.dumps({"jobs": [{"name": "broken", "command": [PY, "-c", "import sys; sys.exit('no data here')"]},
+                                      {"name": "mytrain", "command": MY_TRAIN, "env": ENV}]}))
+    out = d / "c"
+    assert main(["measure", "--jobs-file", str(f), "--sets", "pairs", "--mode", "timeslice", "--out", str(out), "--device", "cpu",
+                 "--no-nvml", "--no-progress", "--min-iters", "3", "--max-window-s", "3", "--repeat-frac", "0"]) == 0
+    recs = [json.loads(l) for l in (out / "windows.jsonl").read_text().splitlines()]
+    bad = [r for r in recs if "broken" in r["jobs"]]
+    assert bad and all(r["status"] == "failed" and "no data here" in r["reason"] for r in bad)
+    assert all(r["status"] == "ok" for r in recs if r["jobs"] == ["mytrain"])

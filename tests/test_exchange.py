@@ -1,0 +1,98 @@
+"""``colopred export`` / ``colopred import``: records of real H100 campaigns round-trip through the collocation table
+to the same training rows and the same model, bit for bit; a hand-made table in another lab's format (its own
+column names, Gavel-style normalised throughput, nvidia-smi and DCGM columns) becomes records and GPM-like
+profiles that train reads, with the provenance kept."""
+
+import hashlib
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from colopred.cli import main
+from colopred.measurement.harness.reader import read_windows, slowdown_table
+from colopred.profile import JobProfile
+from colopred.research.dataset import load_dataset
+from colopred.runtime.features import FEATURES
+
+from .conftest import DATA, FIXTURES
+
+LAB = FIXTURES / "import" / "lab_table.csv"
+LAB_COLUMNS = ["--column", "set_id=experiment", "--column", "job=workload", "--column", "mode=sharing",
+               "--column", "solo_ms=baseline_iter_ms", "--column", "speed=norm_tput"]
+ROW_COLUMNS = ["mode", "set", "job", "n_jobs", "solo_ms", "colo_ms", "slowdown", "arch", *FEATURES]
+
+
+def small_dataset(root, campaigns=("h100-c3", "h100-c12", "h100-c14")):
+    (root / "campaigns").mkdir(parents=True)
+    for c in campaigns:
+        shutil.copytree(DATA / "campaigns" / c, root / "campaigns" / c)
+    shutil.copytree(DATA / "profiles" / "ncu", root / "profiles" / "ncu")
+    return root
+
+
+@pytest.mark.slow
+def test_export_import_round_trip_gives_the_same_training_set_and_model(tmp_path, capsys):
+    orig = small_dataset(tmp_path / "orig")
+    table = tmp_path / "table.csv"
+    assert main(["export", str(orig / "campaigns"), "-o", str(table)]) == 0
+    t = pd.read_csv(table)
+    assert list(t.columns) == ["set_id", "job", "mode", "solo_ms", "colo_ms", "gpu", "started_at", "iterations"]
+    assert main(["import", str(table), "--out", str(tmp_path / "imp"), "--profiles", str(orig / "profiles" / "ncu")]) == 0
+    a, b = load_dataset(orig), load_dataset(tmp_path / "imp")
+    assert len(a.rows) == len(t) > 100
+    pd.testing.assert_frame_equal(a.rows[ROW_COLUMNS], b.rows[ROW_COLUMNS], check_exact=True)
+    assert a.gpu == b.gpu == "NVIDIA H100 80GB HBM3"
+    # exported again, the imported records give the same table but for the set ids
+    assert main(["export", str(tmp_path / "imp" / "campaigns"), "-o", str(tmp_path / "again.csv")]) == 0
+    again = pd.read_csv(tmp_path / "again.csv")
+    pd.testing.assert_frame_equal(t.drop(columns="set_id"), again.drop(columns="set_id"), check_exact=True)
+    # the same model: XGBoost's files byte for byte
+    for name, data in (("a", orig), ("b", tmp_path / "imp")):
+        (tmp_path / name).mkdir()
+        assert main(["train", "--data", str(data), "--out", str(tmp_path / name / "m"), "--no-metrics", "-q"]) == 0
+    for f in sorted((tmp_path / "a").glob("*.ubj")):
+        assert f.read_bytes() == (tmp_path / "b" / f.name).read_bytes(), f.name
+    # evaluate reads the imported dataset
+    assert main(["evaluate", "--data", str(tmp_path / "imp"), "--out", str(tmp_path / "rep"), "--modes", "timeslice", "-q"]) == 0
+    assert "timeslice" in (tmp_path / "rep" / "report.md").read_text()
+    capsys.readouterr()
+
+
+def test_a_hand_made_table_in_another_labs_format_imports_with_provenance(tmp_path, capsys):
+    assert not [f for f in DATA.rglob("*") if "lab_" in f.name or "lab_table" in f.name]  # hand-made: never in datasets/
+    out = tmp_path / "lab"
+    assert main(["import", str(LAB), "--out", str(out), *LAB_COLUMNS]) == 0, capsys.readouterr().err
+    prov = json.loads((out / "campaigns" / "lab_table" / "import.json").read_text())
+    assert prov["source"] == "lab_table.csv" and prov["source_sha256"] == hashlib.sha256(LAB.read_bytes()).hexdigest()
+    assert prov["tool"].startswith("colopred import") and prov["imported_at"]
+    assert prov["columns"]["speed"] == "norm_tput" and prov["columns"]["gpu_util_pct"] == "utilization.gpu [%]"
+    assert prov["columns"]["sm_occupancy_pct"] == "DCGM_FI_PROF_SM_OCCUPANCY" and prov["rows"] == 21 and prov["sets"] == 10
+    # the coarse columns as a GPM-like profile (docs/formats.md): lab_lstm's row is 58 %, 19 %, 6144 MiB, 0.21, 0.47
+    p = JobProfile.from_json(out / "profiles" / "ncu" / "lab_lstm.json")
+    assert p.source == "nvml" and p.gpu.name == "NVIDIA A100-SXM4-80GB" and p.gpu.sm_count == 108
+    assert p.iteration_ms == 24.0 and p.busy_fraction == pytest.approx(0.58)
+    assert p.dram_util_pct == pytest.approx(19 / 0.58) and p.achieved_occupancy_pct == pytest.approx(21 / 0.47)
+    assert p.peak_memory_gib == 6.0 and p.kernels_per_iteration is None and p.sm_fill_pct is None and p.mps_wait_us is None
+    assert p.meta["source_sha256"] == prov["source_sha256"] and p.meta["columns"]["mem_util_pct"] == "utilization.memory [%]"
+    # records: the slowdown of each row is 1 / its normalised throughput
+    w = read_windows(out / "campaigns")
+    assert set(w["gpu"]) == {"NVIDIA A100-SXM4-80GB"}
+    s = slowdown_table(w).set_index(["mode", "set", "job"])
+    assert s.loc[("timeslice", "lab_gpt2+lab_lstm+lab_resnet50", "lab_lstm"), "slowdown"] == pytest.approx(1 / 0.35)
+    assert s.loc[("mps", "lab_lstm+lab_resnet50", "lab_lstm"), "slowdown"] == pytest.approx(1 / 0.81)
+    assert s.loc[("timeslice", "lab_lstm+lab_resnet50", "lab_lstm"), "slowdown"] == pytest.approx(1 / 0.62)
+    assert len(s) == 21
+    rec = json.loads((out / "campaigns" / "lab_table" / "windows.jsonl").read_text().splitlines()[2])
+    assert rec["kind"] == "colo" and rec["imported"] == {"set_id": "e01", "rows": [1, 2]}
+    assert rec["provenance"]["source_sha256"] == prov["source_sha256"]
+    # train reads it, and the model predicts the lab's jobs
+    assert main(["train", "--data", str(out), "--out", str(tmp_path / "m"), "--no-metrics", "-q"]) == 0
+    assert main(["predict", str(out / "profiles" / "ncu" / "lab_lstm.json"), str(out / "profiles" / "ncu" / "lab_unet.json"),
+                 "--mode", "timeslice", "--model", str(tmp_path / "m-timeslice.json"), "--json"]) == 0
+    pred = json.loads(capsys.readouterr().out)
+    assert [j["name"] for j in pred["jobs"]] == ["lab_lstm", "lab_unet"]
+    # importing the same table again under another name keeps the profiles (same measurement) and adds a campaign
+    assert main(["import", str(LAB), "--out", str(out), "--name", "again", *LAB_COLUMNS]) == 0
+    assert JobProfile.from_json(out / "profiles" / "ncu" / "lab_lstm.json") == p
