@@ -31,6 +31,7 @@ import pandas as pd
 
 from ..constants import MODES
 from ..errors import InputError
+from ..io import write_csv_atomic, write_text_atomic
 from ..measurement.harness.reader import read_windows, slowdown_table, solo_table
 from ..profile import JobProfile
 from ..runtime.estimator import SlowdownModel
@@ -40,6 +41,7 @@ from .dataset import Dataset, feature_rows, hash_files, load_profiles_dir
 from .evaluation import mape_pct, metrics
 
 FRACTIONS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0)
+FINDINGS = ("<!-- findings -->", "<!-- /findings -->")  # the report's hand-written part, kept when it is regenerated
 METRIC_COLUMNS = ("slowdown_mape_pct", "delta_mae", "pays_off_agreement_pct")
 
 
@@ -164,6 +166,39 @@ def learning_curve(new: Dataset, old: Dataset | None = None, modes: Sequence[str
     return pd.DataFrame(out)
 
 
+def leave_arch_out(new: Dataset, old: Dataset | None = None, models: Mapping[str, Predictor | SlowdownModel] | None = None,
+                   modes: Sequence[str] = MODES) -> pd.DataFrame:
+    """Jobs never measured on the new GPU: each architecture held out in turn (test = the new GPU's sets containing
+    it; as ``evaluation.splits("leave-arch")``), models fitted on the new GPU's other sets alone, or on them plus
+    the H100 rows whose set does not contain it, and ``models`` (zero-shot) as they are. Metrics over all held-out
+    rows together, per (mode, variant)."""
+    out = []
+    for mode in modes:
+        df = new.for_mode(mode)
+        if df.empty:
+            continue
+        old_df = old.for_mode(mode) if old is not None else None
+        preds: dict[str, np.ndarray] = {}
+        for arch in sorted(df["arch"].unique()):
+            test = df["set_archs"].map(lambda a: arch in a).to_numpy()
+            if test.all() or not test.any():
+                continue
+            te = df[test]
+            variants = {"new GPU only": df[~test]}
+            if old_df is not None:
+                keep = ~old_df["set_archs"].map(lambda a: arch in a)
+                variants["H100 + new GPU"] = pd.concat([old_df[keep], df[~test]], ignore_index=True)
+            for name, train_rows in variants.items():
+                preds.setdefault(name, np.full(len(df), np.nan))[test] = _fit(train_rows, mode).predict(_X(te))
+        if models is not None and mode in models:
+            m = models[mode].model if isinstance(models[mode], Predictor) else models[mode]
+            preds["H100 model, zero-shot"] = m.predict(_X(df))
+        for name, p in preds.items():
+            ok = ~np.isnan(p)
+            out.append({"mode": mode, "variant": name, **_metrics(df[ok].reset_index(drop=True), p[ok])})
+    return pd.DataFrame(out)
+
+
 def curve_summary(curve: pd.DataFrame) -> pd.DataFrame:
     """Mean (and standard deviation over seeds of the fold-mean) of each metric per (mode, variant, fraction)."""
     per_seed = curve.groupby(["mode", "variant", "fraction", "seed"])[["n_train_sets", *METRIC_COLUMNS]].mean()
@@ -275,14 +310,16 @@ def run_study(h100_root: str | Path, h200_root: str | Path, out_dir: str | Path,
     t["zero_shot"], pred_a = zero_shot(models, h200, in_h100)
     t["zero_shot_not_retimed"], _ = zero_shot(models, h200.with_profile_times())
     t["zero_shot_per_job"] = per_job_mape(pred_a)
+    ncu200 = fill_missing(load_profiles_dir(h200_root / "profiles" / "ncu"), ncu100)
+    t["zero_shot_profile_gpu"] = profile_swap(models, h200_root, {"H100 profiles": ncu100, "H200 profiles": ncu200})
     t["h100_reference"] = pd.DataFrame([{"mode": m, "split": k, **{c: v.get(c) for c in ("n_sets", *METRIC_COLUMNS)}}
                                         for m, p in models.items() for k, v in p.manifest.get("metrics", {}).items()])
     log("(b) learning curve")
     t["curve"] = learning_curve(h200, h100, modes, fractions, seeds, n_folds, log)
     t["curve_summary"] = curve_summary(t["curve"])
+    t["leave_arch"] = leave_arch_out(h200, h100, models, modes)
     log("(c) profiles from one GPU or the other")
     swaps = []
-    ncu200 = fill_missing(load_profiles_dir(h200_root / "profiles" / "ncu"), ncu100)
     gpm100 = load_profiles_dir(h100_root / "profiles" / "nvml")
     gpm200 = load_profiles_dir(h200_root / "profiles" / "nvml")
     for source, p100, p200 in (("ncu", ncu100, ncu200), ("gpm", gpm100, gpm200)):
@@ -302,9 +339,15 @@ def run_study(h100_root: str | Path, h200_root: str | Path, out_dir: str | Path,
     t["same_set_summary"] = same_set_summary(t["same_set"])
     t["solo"] = solo_comparison(w100[w100["campaign"].str.startswith("h100-c13")], w200, jobs200)
     for name, df in t.items():
-        df.to_csv(out_dir / f"{name}.csv", index=False)
+        write_csv_atomic(df, out_dir / f"{name}.csv", index=False)
     plots = _plots(out_dir, pred_a, t)
-    (out_dir / "transfer.md").write_text(_report(t, plots, h200, h100_root, h200_root, seeds, fractions, n_folds))
+    report = out_dir / "transfer.md"
+    text = _report(t, plots, h200, h100_root, h200_root, seeds, fractions, n_folds)
+    old = report.read_text() if report.exists() else ""
+    if FINDINGS[0] in old and FINDINGS[1] in old:  # keep the hand-written findings of an earlier run
+        kept = old[old.index(FINDINGS[0]): old.index(FINDINGS[1]) + len(FINDINGS[1])]
+        text = text.replace(FINDINGS[0], kept, 1)
+    write_text_atomic(report, text)
     return t
 
 
@@ -386,6 +429,11 @@ def _report(t: dict[str, pd.DataFrame], plots: list[str], h200: Dataset, h100_ro
         "",
         _md(t["zero_shot_not_retimed"]),
         "",
+        "The same shipped models on the H200 windows whose every member has an H200 ncu profile, the members described by "
+        "their H100 or their H200 ncu profile (both re-timed; the H200 ones' `stream_overlap` from the H100 profile):",
+        "",
+        _md(t["zero_shot_profile_gpu"]),
+        "",
         "The shipped models' own cross-validated figures on the H100 (their manifests), for reference:",
         "",
         _md(t["h100_reference"]),
@@ -409,12 +457,18 @@ def _report(t: dict[str, pd.DataFrame], plots: list[str], h200: Dataset, h100_ro
         "",
         "![learning curve](learning_curve.png)" if "learning_curve.png" in plots else "",
         "",
+        "Jobs never measured on the H200 (split: leave-architecture-out over the H200 sets, as the H100 report's; all "
+        "other H200 sets trained on; \"H100 + new GPU\" also trains on the H100 rows whose set lacks the held-out "
+        "architecture):",
+        "",
+        _md(t["leave_arch"]),
+        "",
         "## (c) A profile taken on one GPU, used on the other",
         "",
         "Split: for each profile source, one model per mode fitted on the H100 windows (profiles of that source, re-timed) "
         "whose set is not among the evaluated ones (sets of jobs that have both GPUs' profiles), then applied to the H100 "
         "and to the H200 windows of those jobs, the members described by their H100 or their H200 profile (both re-timed "
-        "to the window's solo time). ncu: the 6 jobs profiled on the H200 (their `stream_overlap` taken from the H100 "
+        "to the window's solo time). ncu: the 13 jobs profiled on the H200 (their `stream_overlap` taken from the H100 "
         "profile: no H200 timeline was taken); GPM: all 16 jobs.",
         "",
         _md(t["profile_swap"]),
