@@ -15,7 +15,7 @@ from .errors import ColopredError, InputError
 from .gpu import GpuInfo
 from .profile import JobProfile, load_profiles
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 if TYPE_CHECKING:  # pragma: no cover
     from .runtime.estimator import SlowdownModel

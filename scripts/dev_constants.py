@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Re-choose the MPS baseline's cheap constants on the development architectures only (issue 23's protocol).
+"""Re-choose the MPS baseline's cheap constants on the development architectures only (docs/model.md, "Honest protocol").
 
 The wait gate's exponent (``WAIT_BUSY_GATE_EXPONENT``) and ε of the MPS share (``SHARE_EPS_US``) were chosen by
 leave-architecture-out CV on every architecture. This script chooses them again from the same grids by the same CV

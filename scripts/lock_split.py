@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Lock the final test split of issue 23's honest protocol: a fixed group of architectures held out of every choice.
+"""Lock the final test split of the honest protocol (docs/model.md): a fixed group of architectures held out of every choice.
 
 Rule: the architectures of the dataset's profiles, grouped by family (``colopred.measurement.zoo.registry.ARCH_FAMILY``,
 cnn by default); from each family of at least two architectures, ⌈n/4⌉ drawn without replacement by

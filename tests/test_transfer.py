@@ -42,7 +42,7 @@ def test_h200_records_are_h200_with_provenance_and_no_reserved_architecture():
         for f in (H200 / "profiles" / sub).glob("*.json"):
             assert json.loads(f.read_text())["gpu"]["name"] == "NVIDIA H200", f
     s = slowdown_table(w)
-    for mode in ("mps", "timeslice"):  # issue 24 item 5: >= 150 sets per mode, >= 16 jobs
+    for mode in ("mps", "timeslice"):  # the campaign as planned: >= 150 sets per mode, >= 16 jobs
         assert s.loc[s["mode"] == mode, "set"].nunique() >= 150
     assert s["job"].nunique() >= 16
 

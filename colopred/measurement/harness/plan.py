@@ -77,7 +77,7 @@ class CampaignConfig:
         d["jobs"] = list(self.jobs)
         d["sets"] = ["+".join(s) for s in self.sets]
         d["modes"] = list(self.modes)
-        if self.shards == 1 and self.cross_gpu_frac == 0.0:  # a one-GPU campaign.json reads as before issue 25
+        if self.shards == 1 and self.cross_gpu_frac == 0.0:  # a one-GPU campaign.json keeps the fields it always had
             del d["shards"], d["cross_gpu_frac"]
         d["commands"] = [c.to_dict() for c in self.commands]
         if not self.commands:
