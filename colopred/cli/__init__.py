@@ -64,6 +64,20 @@ def log_of(a: argparse.Namespace) -> Log:
     return Log(0 if getattr(a, "quiet", False) else 2 if getattr(a, "verbose", False) else 1)
 
 
+def load_predictor(model: str | None, mode: str, profiles: list, where: str, mode_of: str = ""):
+    """The model at ``model``, or without one the shipped model for the profiles' source (GPM profiles: the GPM
+    model; a mix of sources is refused); a model of another mode than ``mode`` is refused. Errors name ``where``."""
+    from ..runtime.predictor import Predictor
+
+    try:
+        pred = Predictor.load(model) if model else Predictor.for_profiles(mode, profiles)
+    except ValueError as e:
+        raise ColopredError(f"{where}: {e}") from None
+    if pred.mode != mode:
+        raise ColopredError(f"{model}: model is for mode {pred.mode!r}, not {mode_of}{mode!r}")
+    return pred
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
     from . import campaign_commands, exchange_commands, measure_commands, model_commands, placement_commands, profile_commands

@@ -33,7 +33,7 @@ def _naming(path: str):
 
 def cmd_predict(a) -> int:
     from ..profile import load_profiles
-    from ..runtime.predictor import Predictor
+    from . import load_predictor
 
     if len(a.profiles) < 2:
         raise ColopredError("predict needs at least two profiles")
@@ -41,13 +41,7 @@ def cmd_predict(a) -> int:
     names = [p.name for p in profiles]
     if len(set(names)) != len(names):
         raise ColopredError("two profiles have the same job name; give each job once")
-    # without --model: the shipped model for the profiles' source (GPM profiles: the GPM model; a mix is refused)
-    try:
-        pred = Predictor.load(a.model) if a.model else Predictor.for_profiles(a.mode, profiles)
-    except ValueError as e:
-        raise ColopredError(f"predict: {e}") from None
-    if pred.mode != a.mode:
-        raise ColopredError(f"{a.model}: model is for mode {pred.mode!r}, not {a.mode!r}")
+    pred = load_predictor(a.model, a.mode, profiles, "predict")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:

@@ -8,17 +8,10 @@ from ..errors import ColopredError
 
 
 def _predictor(req, path):
-    from ..runtime.predictor import Predictor
+    from . import load_predictor
 
-    # without a model: the shipped model for the request's profiles (GPM profiles: the GPM model; a mix is refused)
     profiles = req.jobs + req.candidates + ([req.job] if req.job else [])
-    try:
-        pred = Predictor.load(req.model) if req.model else Predictor.for_profiles(req.mode, profiles)
-    except ValueError as e:
-        raise ColopredError(f"{path}: {e}") from None
-    if pred.mode != req.mode:
-        raise ColopredError(f"{req.model}: model is for mode {pred.mode!r}, not the request's {req.mode!r}")
-    return pred
+    return load_predictor(req.model, req.mode, profiles, str(path), mode_of="the request's ")
 
 
 def _output(a):
