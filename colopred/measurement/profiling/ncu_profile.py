@@ -73,9 +73,11 @@ def weighted_histogram(values: np.ndarray, weights: np.ndarray, edges=HIST_EDGES
 
 
 
-def mps_wait_us(duration_ns: np.ndarray, waves: np.ndarray, occupancy_pct: np.ndarray) -> float | None:
+def mps_wait_us(duration_ns: np.ndarray, waves: np.ndarray, occupancy_pct: np.ndarray, *,
+                block_exponent: float = MPS_WAIT_BLOCK_EXPONENT, min_waves: float = MPS_WAIT_MIN_WAVES) -> float | None:
     """JobProfile.mps_wait_us from per-kernel durations (ns), waves per SM and achieved occupancy (%):
-    Σ tᵢ·tᵢ^(1−γ)·bᵢ^γ·[wavesᵢ ≥ ½]·(occᵢ/100) / (2 Σ tᵢ) in µs, bᵢ = tᵢ/⌈wavesᵢ⌉ (None if undefined)."""
+    Σ tᵢ·tᵢ^(1−γ)·bᵢ^γ·[wavesᵢ ≥ w_min]·(occᵢ/100) / (2 Σ tᵢ) in µs, bᵢ = tᵢ/⌈wavesᵢ⌉ (None if undefined);
+    γ = ``block_exponent``, w_min = ``min_waves`` (docs/model.md)."""
     t = np.asarray(duration_ns, float) / 1e3
     w = np.asarray(waves, float)
     occ = np.asarray(occupancy_pct, float) / 100.0
@@ -84,8 +86,8 @@ def mps_wait_us(duration_ns: np.ndarray, waves: np.ndarray, occupancy_pct: np.nd
         return None
     t, w, occ = t[ok], w[ok], occ[ok]
     block = t / np.maximum(1.0, np.ceil(w))
-    g = MPS_WAIT_BLOCK_EXPONENT
-    return float(np.sum(t * t ** (1 - g) * block**g * (w >= MPS_WAIT_MIN_WAVES) * occ) / (2.0 * t.sum()))
+    g = block_exponent
+    return float(np.sum(t * t ** (1 - g) * block**g * (w >= min_waves) * occ) / (2.0 * t.sum()))
 
 
 def kernel_metrics(kernels: pd.DataFrame) -> dict[str, Any]:

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Kernel simulator study (issue 23, item 1): is the collocation simulator (``colopred.research.kernel_sim``) a
+better core than the contention baseline?
+
+Step 1 (``--simulate``, slow: minutes per mode on 2 cores) simulates every measured window of ``--data`` with its
+jobs' kernel sequences from the raw ncu reports, each job re-timed to its solo baseline in that window, and writes
+``OUT/sim_MODE.csv`` (window, job, simulated slowdown).
+Step 2 compares, on the development rows of the locked split (leave-architecture-out, pairs → triples, pairs and
+triples → four-job sets) and once on the locked rows, per-job slowdown MAPE of:
+
+- ``colopred``: the shipped design (contention baseline × trees);
+- ``simulator``: the simulated slowdown alone;
+- ``simulator, calibrated``: log s = a + b·log s_sim, a and b fitted on the training rows;
+- ``simulator x trees``: the calibrated simulator as the baseline, the trees (same features and settings) on the
+  log residual;
+- ``colopred + sim feature``: the shipped design with log s_sim as one more tree feature.
+
+  PYTHONPATH=. python scripts/sim_study.py --simulate --out reports/h100/kernel_sim
+  PYTHONPATH=. python scripts/sim_study.py --out reports/h100/kernel_sim
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+KINDS = ("leave-arch", "pairs->triples", "pairs+triples->quads")
+_TRACES: dict = {}
+
+
+def _load_traces(data: str) -> dict:
+    from colopred.measurement.profiling.ncu_csv import read_ncu_csv
+    from colopred.research.dataset import load_profiles_dir
+    from colopred.research.kernel_sim import trace_from_kernels
+
+    out = {}
+    for name, p in load_profiles_dir(Path(data) / "profiles" / "ncu").items():
+        k = read_ncu_csv(Path(data) / "ncu_reports" / f"{name}.csv.gz").kernels
+        out[name] = trace_from_kernels(name, k["duration_ns"], k["waves_per_sm"], k["dram_pct"], p.iteration_ms,
+                                       p.iterations_profiled, occupancy_pct=k["occupancy_pct"])
+    return out
+
+
+def _init(data: str) -> None:
+    _TRACES.update(_load_traces(data))
+
+
+def _simulate_window(args):
+    from colopred.research.kernel_sim import simulate
+
+    window_id, mode, jobs, solo_ms, sim_kw = args
+    traces = [_TRACES[j].retimed(ms) for j, ms in zip(jobs, solo_ms)]
+    return window_id, jobs, simulate(traces, mode, **sim_kw)
+
+
+def simulate_all(data: str, out: Path, workers: int, sim_kw: dict, modes=("timeslice", "mps")) -> None:
+    from colopred.research.dataset import load_dataset
+
+    ds = load_dataset(data)
+    out.mkdir(parents=True, exist_ok=True)
+    for mode in modes:
+        df = ds.for_mode(mode)
+        tasks = [(w, mode, tuple(g["job"]), tuple(g["solo_ms"]), sim_kw) for w, g in df.groupby("window_id", sort=False)]
+        t0, rows = time.time(), []
+        with ProcessPoolExecutor(workers, initializer=_init, initargs=(data,)) as pool:
+            for i, (w, jobs, s) in enumerate(pool.map(_simulate_window, tasks, chunksize=8)):
+                rows += [(w, j, float(x)) for j, x in zip(jobs, s)]
+                if (i + 1) % 200 == 0:
+                    print(f"{mode}: {i + 1}/{len(tasks)} windows, {time.time() - t0:.0f} s", flush=True)
+        tmp = out / f"sim_{mode}.csv.tmp"
+        pd.DataFrame(rows, columns=["window_id", "job", "sim_slowdown"]).to_csv(tmp, index=False)
+        tmp.replace(out / f"sim_{mode}.csv")
+        print(f"{mode}: {len(tasks)} windows in {time.time() - t0:.0f} s", flush=True)
+
+
+def compare(data: str, out: Path, modes=("timeslice", "mps")) -> pd.DataFrame:
+    import xgboost as xgb
+
+    from colopred.constants import TREE_PARAMS
+    from colopred.research.dataset import load_dataset
+    from colopred.research.evaluation import mape_pct, new_model, splits
+    from colopred.research.protocol import is_locked, locked_architectures
+    from colopred.runtime.features import FEATURES, model_features
+
+    ds = load_dataset(data)
+    locked = locked_architectures(data)
+    results = []
+    for mode in modes:
+        sim = pd.read_csv(out / f"sim_{mode}.csv")
+        df = ds.for_mode(mode).merge(sim, on=["window_id", "job"], how="left", validate="one_to_one")
+        if df["sim_slowdown"].isna().any():
+            raise SystemExit(f"{out}/sim_{mode}.csv lacks {int(df['sim_slowdown'].isna().sum())} rows: run --simulate")
+        df["log_sim"] = np.log(df["sim_slowdown"])
+        X = df[list(FEATURES)].to_numpy()
+        cols = [list(FEATURES).index(c) for c in model_features(mode)]
+        s = df["slowdown"].to_numpy()
+        ls = df["log_sim"].to_numpy()
+        dev = ~is_locked(df, locked)
+
+        def predict(design: str, tr: np.ndarray, te: np.ndarray) -> np.ndarray:
+            if design == "colopred":
+                return new_model(mode, interval=False, calibrate=False).fit(X[tr], s[tr]).predict(X[te])
+            if design == "simulator":
+                return np.exp(ls[te])
+            b, a = np.polyfit(ls[tr], np.log(s[tr]), 1)
+            if design == "simulator, calibrated":
+                return np.exp(a + b * ls[te])
+            if design == "simulator x trees":
+                r = np.log(s[tr]) - (a + b * ls[tr])
+                m = xgb.XGBRegressor(objective="reg:squarederror", **TREE_PARAMS).fit(X[tr][:, cols], r)
+                return np.exp(a + b * ls[te] + m.predict(X[te][:, cols]))
+            if design == "colopred + sim feature":
+                base = new_model(mode, interval=False, calibrate=False).fit(X[tr], s[tr])
+                r = np.log(s[tr]) - np.log(base.baseline(X[tr]))
+                Xa = np.column_stack([X[:, cols], ls])
+                m = xgb.XGBRegressor(objective="reg:squarederror", **TREE_PARAMS).fit(Xa[tr], r)
+                return base.baseline(X[te]) * np.exp(m.predict(Xa[te]))
+            raise ValueError(design)
+
+        designs = ("colopred", "simulator", "simulator, calibrated", "simulator x trees", "colopred + sim feature")
+        for kind in KINDS:
+            d = df[dev].reset_index(drop=True)
+            sd = d["slowdown"].to_numpy()
+            idx = np.flatnonzero(dev)
+            for design in designs:
+                pred = np.full(len(d), np.nan)
+                for _, tr, te in splits(d, kind):
+                    pred[te] = predict(design, idx[tr], idx[te])
+                results.append((mode, kind, "development CV", design, mape_pct(sd, pred), int((~np.isnan(pred)).sum())))
+            # locked: fitted on development rows of the split's training sizes, tested once on locked rows
+            from colopred.research.protocol import LOCKED_KINDS
+            train_n, test_n = LOCKED_KINDS[kind]
+            n = df["n_jobs"].to_numpy()
+            tr = np.flatnonzero(dev & train_n(n))
+            te = np.flatnonzero(~dev & test_n(n))
+            for design in designs:
+                results.append((mode, kind, "locked", design, mape_pct(s[te], predict(design, tr, te)), len(te)))
+            print(f"{mode} {kind} done", flush=True)
+    table = pd.DataFrame(results, columns=["mode", "split", "protocol", "design", "mape_pct", "rows"])
+    tmp = out / "comparison.csv.tmp"
+    table.to_csv(tmp, index=False, float_format="%.3f")
+    tmp.replace(out / "comparison.csv")
+    return table
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default=str(ROOT / "datasets/h100"))
+    ap.add_argument("--out", default=str(ROOT / "reports/h100/kernel_sim"))
+    ap.add_argument("--simulate", action="store_true", help="simulate every window first (slow)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--modes", default="timeslice,mps")
+    ap.add_argument("--slice-us", type=float, default=2000.0, help="time slice of the simulator (timeslice)")
+    ap.add_argument("--switch-us", type=float, default=50.0, help="context switch cost of the simulator (timeslice)")
+    ap.add_argument("--wait-scale", type=float, default=1.0, help="multiplier of the MPS launch waits")
+    a = ap.parse_args()
+    out = Path(a.out)
+    if a.simulate:
+        simulate_all(a.data, out, a.workers, {"slice_us": a.slice_us, "switch_us": a.switch_us, "wait_scale": a.wait_scale},
+                     tuple(a.modes.split(",")))
+    table = compare(a.data, out, tuple(a.modes.split(",")))
+    wide = table.pivot_table(index=["mode", "split", "design"], columns="protocol", values="mape_pct", sort=False)
+    print(wide.round(2).to_string())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
