@@ -5,8 +5,9 @@ better core than the contention baseline?
 Step 1 (``--simulate``, slow: minutes per mode on 2 cores) simulates every measured window of ``--data`` with its
 jobs' kernel sequences from the raw ncu reports, each job re-timed to its solo baseline in that window, and writes
 ``OUT/sim_MODE.csv`` (window, job, simulated slowdown).
-Step 2 compares, on the development rows of the locked split (leave-architecture-out, pairs → triples, pairs and
-triples → four-job sets) and once on the locked rows, per-job slowdown MAPE of:
+Step 2 compares, by cross-validation on the development rows of the locked split (leave-architecture-out, pairs →
+triples, pairs and triples → four-job sets), once on the locked rows, and by the same cross-validation on every
+architecture (the protocol of the report's headline figures), per-job slowdown MAPE of:
 
 - ``colopred``: the shipped design (contention baseline × trees);
 - ``simulator``: the simulated slowdown alone;
@@ -16,7 +17,7 @@ triples → four-job sets) and once on the locked rows, per-job slowdown MAPE of
 - ``colopred + sim feature``: the shipped design with log s_sim as one more tree feature.
 
   PYTHONPATH=. python scripts/sim_study.py --simulate --out reports/h100/kernel_sim
-  PYTHONPATH=. python scripts/sim_study.py --out reports/h100/kernel_sim
+  PYTHONPATH=. python scripts/sim_study.py --out reports/h100/kernel_sim      # step 2 only
 """
 
 from __future__ import annotations
@@ -128,14 +129,15 @@ def compare(data: str, out: Path, modes=("timeslice", "mps")) -> pd.DataFrame:
 
         designs = ("colopred", "simulator", "simulator, calibrated", "simulator x trees", "colopred + sim feature")
         for kind in KINDS:
-            d = df[dev].reset_index(drop=True)
-            sd = d["slowdown"].to_numpy()
-            idx = np.flatnonzero(dev)
-            for design in designs:
-                pred = np.full(len(d), np.nan)
-                for _, tr, te in splits(d, kind):
-                    pred[te] = predict(design, idx[tr], idx[te])
-                results.append((mode, kind, "development CV", design, mape_pct(sd, pred), int((~np.isnan(pred)).sum())))
+            for protocol, rows in (("development CV", dev), ("all architectures CV", np.ones(len(df), bool))):
+                d = df[rows].reset_index(drop=True)
+                sd = d["slowdown"].to_numpy()
+                idx = np.flatnonzero(rows)
+                for design in designs:
+                    pred = np.full(len(d), np.nan)
+                    for _, tr, te in splits(d, kind):
+                        pred[te] = predict(design, idx[tr], idx[te])
+                    results.append((mode, kind, protocol, design, mape_pct(sd, pred), int((~np.isnan(pred)).sum())))
             # locked: fitted on development rows of the split's training sizes, tested once on locked rows
             from colopred.research.protocol import LOCKED_KINDS
             train_n, test_n = LOCKED_KINDS[kind]
@@ -153,22 +155,29 @@ def compare(data: str, out: Path, modes=("timeslice", "mps")) -> pd.DataFrame:
 
 
 def main() -> int:
+    from colopred.research.kernel_sim import MPS_WAIT_SCALE, SLICE_US, SWITCH_US
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=str(ROOT / "datasets/h100"))
     ap.add_argument("--out", default=str(ROOT / "reports/h100/kernel_sim"))
     ap.add_argument("--simulate", action="store_true", help="simulate every window first (slow)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--modes", default="timeslice,mps")
-    ap.add_argument("--slice-us", type=float, default=2000.0, help="time slice of the simulator (timeslice)")
-    ap.add_argument("--switch-us", type=float, default=50.0, help="context switch cost of the simulator (timeslice)")
-    ap.add_argument("--wait-scale", type=float, default=1.0, help="multiplier of the MPS launch waits")
+    ap.add_argument("--slice-us", type=float, default=SLICE_US, help="time slice of the simulator (timeslice)")
+    ap.add_argument("--switch-us", type=float, default=SWITCH_US, help="context switch cost of the simulator (timeslice)")
+    ap.add_argument("--wait-scale", type=float, default=MPS_WAIT_SCALE, help="multiplier of the MPS launch waits")
     a = ap.parse_args()
     out = Path(a.out)
     if a.simulate:
         simulate_all(a.data, out, a.workers, {"slice_us": a.slice_us, "switch_us": a.switch_us, "wait_scale": a.wait_scale},
                      tuple(a.modes.split(",")))
+    from colopred.research.report import md_table
+
     table = compare(a.data, out, tuple(a.modes.split(",")))
     wide = table.pivot_table(index=["mode", "split", "design"], columns="protocol", values="mape_pct", sort=False)
+    tmp = out / "comparison.md.tmp"
+    tmp.write_text(md_table(wide.round(2).reset_index()) + "\n")
+    tmp.replace(out / "comparison.md")
     print(wide.round(2).to_string())
     return 0
 

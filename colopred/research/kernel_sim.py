@@ -11,7 +11,8 @@ iteration). The cadence g is solved so that the simulated solo iteration time eq
 job (busy 0.3) issues slowly and absorbs contention in its own idle time; a GPU-bound one (g = 0) does not. A job
 whose kernel time exceeds its iteration time (kernels on several streams) has its segments scaled to fit, g = 0.
 
-**MPS.** Segments of different jobs run at once. Segment k asks for a share fₖ = min(1, waves) of the SMs (time-
+**MPS.** Segments of different jobs run at once. Each launch of job j waits Σ_k w_k behind the co-runners k
+whose segments run (w_k their segment's ``mps_wait_us``), and the wait stalls j's CPU too. Segment k asks for a share fₖ = min(1, waves) of the SMs (time-
 weighted); when Σf > 1 each runs at 1/Σf of its solo speed. DRAM: a segment moving dₖ of peak bandwidth at solo
 speed spends a share dₖ of its time on memory; with D = Σ dₖ·rₖ > 1 that part slows by D:
 rₖ = r_smₖ / ((1 − dₖ) + dₖ·max(1, D)).
@@ -33,8 +34,19 @@ from dataclasses import dataclass
 import numpy as np
 
 DEFAULT_SEGMENTS = 48
-"""Segments per iteration: events per set stay bounded. Chosen for run time (48 and 96 gave the same slowdowns to
-within 1% on a sample of pairs)."""
+"""Segments per iteration: events per set stay bounded (a set of four simulates in well under a second)."""
+
+SLICE_US = 1000.0
+"""Time slice of the time-slicing simulator. Chosen with ``SWITCH_US`` on the development architectures of the locked
+split (``scripts/sim_study.py``; 1, 2 and 4 ms × 25, 50 and 100 µs, least mean development MAPE of the simulator ×
+trees over its three splits: 4.72%, against 4.75% for 2 ms / 25 µs and 5.99% for 4 ms / 100 µs)."""
+
+SWITCH_US = 25.0
+"""GPU idle per context switch of the time-slicing simulator; chosen with ``SLICE_US``."""
+
+MPS_WAIT_SCALE = 1.0
+"""Multiplier of the MPS launch waits (``JobProfile.mps_wait_us`` per segment). 0.3, 0.5 and 1 tried on the
+development architectures: 1 the least bad (the MPS simulator is not yet a usable core: reports/h100/kernel_sim)."""
 
 
 @dataclass(frozen=True)
@@ -125,8 +137,8 @@ class _Job:
         return self.iter_start + self.k * self.g
 
 
-def simulate(traces: list[KernelTrace], mode: str, *, slice_us: float = 2000.0, switch_us: float = 50.0,
-             wait_scale: float = 1.0, min_iterations: int = 3, max_events: int = 2_000_000) -> np.ndarray:
+def simulate(traces: list[KernelTrace], mode: str, *, slice_us: float = SLICE_US, switch_us: float = SWITCH_US,
+             wait_scale: float = MPS_WAIT_SCALE, min_iterations: int = 3, max_events: int = 2_000_000) -> np.ndarray:
     """Simulated slowdown of each job of the set under ``mode`` (``timeslice`` or ``mps``)."""
     if mode not in ("timeslice", "mps"):
         raise ValueError(f"mode must be timeslice or mps, not {mode!r}")
