@@ -32,10 +32,15 @@ def rebuild(old: JobProfile, report: Path) -> JobProfile:
     new = profile_from_ncu(report, name=old.name, iteration_ms=old.iteration_ms, iterations=old.iterations_profiled,
                            peak_memory_gib=old.peak_memory_gib, gpu=old.gpu, meta=old.meta)
     new = replace(new, stream_overlap=old.stream_overlap)  # from the solo timeline, not the ncu report (add_timelines.py)
+    return unchanged(old, new, report)
+
+
+def unchanged(old: JobProfile, new: JobProfile, path: Path) -> JobProfile:
+    """``new``, if every field ``old`` has comes out the same in it (:func:`same`); else an error naming ``path``."""
     before, after = old.to_dict(), new.to_dict()
     changed = [k for k, v in before.items() if v is not None and not same(v, after.get(k))]
     if changed:
-        raise InputError(report, f"rebuilding {old.name} changes measured fields: {', '.join(changed)}")
+        raise InputError(path, f"rebuilding {old.name} changes measured fields: {', '.join(changed)}")
     return new
 
 

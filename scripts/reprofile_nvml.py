@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 from colopred.errors import InputError  # noqa: E402
 from colopred.measurement.profiling.nvml_profile import profile_from_gpm_averages  # noqa: E402
 from colopred.profile import JobProfile  # noqa: E402
-from scripts.reprofile_ncu import same  # noqa: E402
+from scripts.reprofile_ncu import unchanged  # noqa: E402
 
 
 def rebuild(old: JobProfile, path: Path) -> JobProfile:
@@ -32,11 +32,7 @@ def rebuild(old: JobProfile, path: Path) -> JobProfile:
         raise InputError(path, "GPM profile without its recorded counters (meta.gpm): cannot be rebuilt")
     new = profile_from_gpm_averages(gpm, name=old.name, gpu=old.gpu, iteration_ms=old.iteration_ms,
                                     iterations=old.iterations_profiled, peak_memory_gib=old.peak_memory_gib, meta=old.meta)
-    before, after = old.to_dict(), new.to_dict()
-    changed = [k for k, v in before.items() if v is not None and not same(v, after.get(k))]
-    if changed:
-        raise InputError(path, f"rebuilding {old.name} changes measured fields: {', '.join(changed)}")
-    return new
+    return unchanged(old, new, path)
 
 
 def main() -> int:

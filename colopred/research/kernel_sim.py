@@ -29,7 +29,7 @@ completes while every job completes at least ``min_iterations`` (the first dropp
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -125,13 +125,13 @@ class _Job:
     work: np.ndarray
     fill: np.ndarray
     dram: np.ndarray
-    g: float
+    g: float  # issue cadence
+    per_us: np.ndarray  # launches per µs of work, per segment
+    wait: np.ndarray  # MPS wait a co-runner's launch meets behind each segment
     k: int = 0  # current segment
     left: float = 0.0  # work left of the current segment
     iter_start: float = 0.0
-    ends: list | None = None
-    per_us: np.ndarray | None = None
-    wait: np.ndarray | None = None
+    ends: list = field(default_factory=list)  # when each iteration ended
 
     def issued_at(self) -> float:
         return self.iter_start + self.k * self.g
@@ -147,7 +147,7 @@ def simulate(traces: list[KernelTrace], mode: str, *, slice_us: float = SLICE_US
         work, g = host_cadence(tr)
         per_us = np.zeros(len(work)) if tr.launches is None else tr.launches / work  # launches per µs of work
         wait = np.zeros(len(work)) if tr.wait_us is None else tr.wait_us * wait_scale
-        jobs.append(_Job(work, tr.fill, tr.dram, g, left=float(work[0]), ends=[], per_us=per_us, wait=wait))
+        jobs.append(_Job(work, tr.fill, tr.dram, g, per_us, wait, left=float(work[0])))
     solo = np.array([tr.iteration_us for tr in traces])
     prev_end = [0.0] * len(jobs)  # when each job's previous segment finished
     now = 0.0
@@ -196,19 +196,15 @@ def simulate(traces: list[KernelTrace], mode: str, *, slice_us: float = SLICE_US
                 if jobs[i].left <= 1e-9 * max(1.0, jobs[i].work[jobs[i].k]):
                     finish_segment(i)
         else:
-            order = range(len(jobs))
             if current is None or ready(jobs[current], current) > now + 1e-9 or slice_left <= 1e-9:
-                # pick the next job with issued work, round-robin after the current one
+                # the next job with issued work, round-robin after the current one (itself last)
                 start = 0 if current is None else current + 1
-                cand = [(start + m) % len(jobs) for m in order]
+                cand = [(start + m) % len(jobs) for m in range(len(jobs))]
                 nxt = next((i for i in cand if ready(jobs[i], i) <= now + 1e-9), None)
-                if nxt is None:
-                    if current is not None and ready(jobs[current], current) <= now + 1e-9:
-                        nxt = current
-                    else:
-                        now = min(ready(j, i) for i, j in enumerate(jobs))
-                        current = None
-                        continue
+                if nxt is None:  # nothing issued anywhere: the GPU idles until the next issue
+                    now = min(ready(j, i) for i, j in enumerate(jobs))
+                    current = None
+                    continue
                 if last_run is not None and nxt != last_run:
                     now += switch_us
                 current, slice_left = nxt, slice_us
