@@ -262,7 +262,7 @@ def step_measure(work: Path, a) -> None:
             log(f"measure {d.name}: budget spent, not started")
             continue
         plan = ["--jobs", ",".join(jobs), "--sets", sets, "--mode", a.measure_mode, "--max-sets", str(a.max_sets),
-                "--repeat-frac", str(a.repeat_frac), "--min-iters", str(a.min_iters)]
+                "--repeat-frac", str(a.repeat_frac), "--min-iters", str(a.min_iters)] + (["--bracket"] if a.bracket else [])
         run_measure(work, a, d, plan, a.park_idle, f"{len(jobs)} jobs, sets {sets}", work / f"measure-{d.name}.log")
 
 
@@ -367,6 +367,7 @@ def main() -> None:
     ap.add_argument("--measure-mode", default="both", choices=("both", "mps", "timeslice"), help="sharing modes of new campaigns")
     ap.add_argument("--min-iters", type=int, default=12, help="timed iterations per job and window of new campaigns")
     ap.add_argument("--repeat-frac", type=float, default=0.1, help="fraction of the sets measured twice in new campaigns")
+    ap.add_argument("--bracket", action="store_true", help="new campaigns: solo windows right before and after every collocated one")
     ap.add_argument("--max-sets", type=int, default=16)
     ap.add_argument("--campaign-dir", default="runs/campaign")
     ap.add_argument("--campaigns", default="", help="DIR=SETSFILE,... measured in order, jobs from each sets file")

@@ -86,6 +86,40 @@ def test_plan_is_deterministic_and_interleaves_solos():
         assert len(inner) >= len(colo) // cfg.solo_every - 1
 
 
+def test_bracketed_plan_measures_every_member_alone_right_before_and_after():
+    cfg = config(bracket=True)
+    plan = make_plan(cfg)
+    assert plan == make_plan(cfg) and len({w.window_id for w in plan}) == len(plan)
+    for mode in cfg.modes:
+        ws = [w for w in plan if w.mode == mode]
+        colo = [i for i, w in enumerate(ws) if w.kind == "colo"]
+        assert len(colo) == len(cfg.sets) + round(0.25 * len(cfg.sets))
+        for i in colo:
+            members = set(ws[i].jobs)
+            after = ws[i + 1 : i + 1 + len(members)]
+            assert all(w.kind == "solo" for w in after) and {w.jobs[0] for w in after} == members
+            before: set[str] = set()
+            k = i - 1
+            while k >= 0 and ws[k].kind == "solo":  # the solo windows since the previous collocated one
+                before.add(ws[k].jobs[0])
+                k -= 1
+            assert members <= before, (ws[i].jobs, before)
+        # no closing round: the last window is an after-bracket
+        assert ws[-1].kind == "solo" and ws[-1].jobs[0] in ws[colo[-1]].jobs
+    # a solo window shared by two neighbouring sets is not run twice in a row
+    assert all(not (a.kind == b.kind == "solo" and a.jobs == b.jobs and a.mode == b.mode) for a, b in zip(plan, plan[1:]))
+
+
+def test_bracketing_is_part_of_the_plan_and_old_settings_keep_their_form(tmp_path):
+    assert "bracket" not in config().to_dict()  # a campaign.json written before bracketing reads the same
+    assert CampaignConfig.from_dict(config(bracket=True).to_dict()).bracket is True
+    Campaign(tmp_path / "c", config(bracket=True)).run(lambda mode, jobs: FakePool(mode, jobs))
+    with pytest.raises(Exception, match="settings|plan|differ"):
+        Campaign(tmp_path / "c", config(), resume=True)
+    slow = slowdown_table(read_windows(tmp_path / "c"))
+    assert len(slow) and (slow["solo_ms"] == slow["job"].map(SOLO_MS)).all()
+
+
 def test_config_rejects_bad_sets():
     with pytest.raises(ValueError, match="not in --jobs"):
         CampaignConfig(jobs=JOBS[:2], sets=(("a-b1-fp32", "z-b1-fp32"),), modes=("mps",))

@@ -37,7 +37,7 @@ def cmd_measure(a) -> int:
         try:
             shards = 1 if gpus is None else len(gpus) * (a.nodes or 1)
             cfg = CampaignConfig(jobs=tuple(jobs), sets=tuple(sets), modes=modes, seed=a.seed, solo_every=a.solo_every,
-                                 repeat_frac=a.repeat_frac, min_iters=a.min_iters, max_window_s=a.max_window_s,
+                                 repeat_frac=a.repeat_frac, min_iters=a.min_iters, max_window_s=a.max_window_s, bracket=a.bracket,
                                  shards=shards, cross_gpu_frac=a.cross_gpu_frac,
                                  commands=tuple(commands[j] for j in jobs if j in commands))
         except ValueError as e:
@@ -209,6 +209,9 @@ def add_commands(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the window order and sampled sets")
     p.add_argument("--solo-every", type=int, default=3, help="a solo window after every N collocated ones")
     p.add_argument("--repeat-frac", type=float, default=0.1, help="fraction of sets measured twice")
+    p.add_argument("--bracket", action="store_true",
+                   help="solo windows of each member right before and after every collocated window (instead of --solo-every): "
+                        "baselines seconds away, for host-bound jobs whose speed drifts over minutes")
     p.add_argument("--min-iters", type=int, default=12, help="timed iterations per job and window")
     p.add_argument("--max-window-s", type=float, default=20.0, help="longest window, seconds")
     p.add_argument("--device", default="cuda", help="torch device of the workers")

@@ -8,6 +8,12 @@ then the collocated windows in a seeded random order with one solo window interl
 after every ``solo_every`` of them (rotating through the jobs of the sets just measured,
 so every slowdown has solo times measured nearby), repeats of a fraction of the sets
 (for the noise of collocated windows), and a closing solo window per job.
+
+With ``bracket`` the interleaved solo windows are replaced by solo windows of every member right
+before and right after each collocated window (a member measured alone in the window just before
+is not measured again), so a slowdown's baseline is seconds away from it: host-bound jobs' solo
+speed drifts by several % over minutes (``datasets/h100/README.md``, "Noise"), more than a window's
+iterations vary. No closing solo windows then: the last brackets close.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ class CampaignConfig:
     shards: int = 1  # GPUs the campaign is spread over (``sharding.shard_plans``); 1: one GPU, ``make_plan``
     cross_gpu_frac: float = 0.0  # fraction of the sets measured on a second GPU too (cross-GPU agreement)
     commands: tuple[JobCommand, ...] = ()  # jobs that are training commands, not zoo jobs (harness.commands)
+    bracket: bool = False  # solo windows of each member right before and after every collocated window
 
     def __post_init__(self):
         if not isinstance(self.shards, int) or isinstance(self.shards, bool) or self.shards < 1:
@@ -82,6 +89,8 @@ class CampaignConfig:
         d["commands"] = [c.to_dict() for c in self.commands]
         if not self.commands:
             del d["commands"]  # a zoo campaign's settings stay as before
+        if not self.bracket:
+            del d["bracket"]  # so do those of an unbracketed one
         return d
 
     @classmethod
@@ -148,6 +157,17 @@ def make_plan(cfg: CampaignConfig) -> list[WindowSpec]:
         order = [(s, 0) for s in sets] + [(s, 1) for s in repeats]
         for j in cfg.jobs:
             add(mode, "solo", (j,))
+        if cfg.bracket:
+            just_alone = {cfg.jobs[-1]}  # measured alone in the window just before
+            for i, (s, rep) in enumerate(order, 1):
+                for j in s:
+                    if j not in just_alone:
+                        add(mode, "solo", (j,), repeat=i)
+                add(mode, "colo", s, rep)
+                for j in s:
+                    add(mode, "solo", (j,), repeat=i)
+                just_alone = set(s)
+            continue
         rotation: list[str] = []
         for i, (s, rep) in enumerate(order, 1):
             add(mode, "colo", s, rep)
