@@ -164,7 +164,10 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
                   "floor: the MAPE of predicting each measured slowdown by the mean of the other measurements of the same "
                   "job in the same set (same mode, any machine), over the test rows measured more than once "
                   "(`rows_repeated_pct` of them), beside colopred's MAPE on those same rows. The repeated sets are not a "
-                  "random sample: host-bound jobs and cross-machine checks were repeated on purpose (data card, \"Noise\").", "",
+                  "random sample: host-bound jobs and cross-machine checks were repeated on purpose (data card, \"Noise\"). "
+                  "Across machines a slowdown moves with the job's solo time, which the model sees, so this floor overstates "
+                  "the noise of a label (`reports/h100/noise/README.md`: one GPU, one run, 1.1% for saturating jobs, 3–5% for "
+                  "host-bound ones).", "",
                   md_table(protocol), ""]
         write_csv_atomic(protocol, out / "protocol.csv", index=False)
     if sensitivity is not None and not sensitivity.empty:
