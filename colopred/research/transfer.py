@@ -468,8 +468,8 @@ def _report(t: dict[str, pd.DataFrame], plots: list[str], h200: Dataset, h100_ro
         "Split: for each profile source, one model per mode fitted on the H100 windows (profiles of that source, re-timed) "
         "whose set is not among the evaluated ones (sets of jobs that have both GPUs' profiles), then applied to the H100 "
         "and to the H200 windows of those jobs, the members described by their H100 or their H200 profile (both re-timed "
-        "to the window's solo time). ncu: the 13 jobs profiled on the H200 (their `stream_overlap` taken from the H100 "
-        "profile: no H200 timeline was taken); GPM: all 16 jobs.",
+        "to the window's solo time). ncu: the jobs with an H200 ncu profile (their `stream_overlap` taken from the H100 "
+        "profile: no H200 timeline was taken); GPM: the jobs with an H200 GPM profile.",
         "",
         _md(t["profile_swap"]),
         "",
