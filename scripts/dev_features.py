@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Candidate tree features and baseline gates, tried on the development architectures only (issue 23).
+
+Each candidate is one more column for the trees (or a change to the contention load), computed from the feature
+rows; the shipped model is the reference. Cross-validation on the development rows of ``datasets/h100``
+(sets without an architecture of ``locked_split.json``): leave-architecture-out and pairs -> triples, point models,
+the mean over ``--seeds`` tree seeds, both modes; MAPE over all rows and over host-bound targets (busy < 0.8).
+The locked rows are not read. A candidate is worth shipping when it gains more than the seeds' spread
+(``colopred/constants.py``: MPS 0.19 points, time-slicing 0.07) without losing on pairs -> triples.
+
+- ``co_demand``: co_sum_busy / (1 + co_sum_busy), the co-runners' GPU demand, bounded so that larger sets stay in
+  the trees' range (the trees see no sums: they grow with the set).
+- ``target_share``: busy_j / (busy_j + co_sum_busy), the target's share of the set's GPU demand.
+- ``dram_total``: the set's total DRAM demand / 100.
+- ``load_gate_G``: the contention load L with the target's busy fraction to the power G instead of 1.
+
+  PYTHONPATH=. python scripts/dev_features.py [--data datasets/h100] [--seeds 3]      # ~3 min on 2 cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from colopred.constants import MODES, TREE_PARAMS  # noqa: E402
+from colopred.research.dataset import load_dataset  # noqa: E402
+from colopred.research.evaluation import mape_pct, splits  # noqa: E402
+from colopred.research.noise import HOST_BOUND_BUSY  # noqa: E402
+from colopred.research.protocol import is_locked, locked_architectures  # noqa: E402
+from colopred.runtime.estimator import SlowdownModel  # noqa: E402
+from colopred.runtime.features import FEATURES, model_features  # noqa: E402
+
+EXTRA_SLOT = "co_sum_mem_gib"
+"""The FEATURES column a candidate feature is written into for the experiment: neither the trees nor the baseline read
+it, so the shipped model's inputs are otherwise unchanged."""
+
+KINDS = ("leave-arch", "pairs->triples")
+
+
+def candidates(d: pd.DataFrame, mode: str) -> dict[str, tuple[str, pd.Series] | None]:
+    """name -> (column to overwrite, values) for each candidate; None for the shipped model."""
+    busy = d["t_busy"].clip(upper=1.0)
+    co = d["co_sum_busy"]
+    out: dict[str, tuple[str, pd.Series] | None] = {
+        "shipped": None,
+        "co_demand": (EXTRA_SLOT, co / (1 + co)),
+        "target_share": (EXTRA_SLOT, busy / (busy + co)),
+        "dram_total": (EXTRA_SLOT, (d["t_dram_demand"] + d["co_sum_dram_demand"]) / 100),
+    }
+    b = busy.clip(lower=1e-9)
+    for g in (0.7, 0.5):  # L = (load) · busy_j^g instead of · busy_j
+        if mode == "mps":
+            out[f"load_gate_{g:g}"] = ("mps_share_load", d["mps_share_load"] / b * b**g)
+        else:
+            out[f"load_gate_{g:g}"] = ("co_sum_busy", co * b ** (g - 1))
+    return out
+
+
+def evaluate(dev: pd.DataFrame, mode: str, column: str | None, values: pd.Series | None, seeds: int) -> dict[str, float]:
+    X = dev[list(FEATURES)].to_numpy().copy()
+    feats = list(model_features(mode))
+    if column is not None:
+        X[:, FEATURES.index(column)] = values.to_numpy()
+        if column == EXTRA_SLOT:
+            feats.append(EXTRA_SLOT)
+    s = dev["slowdown"].to_numpy()
+    host = dev["t_busy"].lt(HOST_BOUND_BUSY).to_numpy()
+    out: dict[str, float] = {}
+    for kind in KINDS:
+        all_, hb = [], []
+        for seed in range(seeds):
+            p = np.full(len(dev), np.nan)
+            for _, tr, te in splits(dev, kind):
+                m = SlowdownModel(mode=mode, features=feats, params={**TREE_PARAMS, "random_state": seed}, interval=False,
+                                  calibrate=False)
+                p[te] = m.fit(X[tr], s[tr]).predict(X[te])
+            ok = ~np.isnan(p)
+            all_.append(mape_pct(s, p))
+            hb.append(mape_pct(s[host & ok], p[host & ok]))
+        out[f"{kind} MAPE %"] = float(np.mean(all_))
+        out[f"{kind} host-bound MAPE %"] = float(np.mean(hb))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default=str(ROOT / "datasets" / "h100"))
+    ap.add_argument("--seeds", type=int, default=3)
+    a = ap.parse_args()
+    ds = load_dataset(a.data)
+    locked = locked_architectures(a.data)
+    rows = []
+    for mode in MODES:
+        df = ds.for_mode(mode)
+        dev = df[~is_locked(df, locked)].reset_index(drop=True)
+        for name, cand in candidates(dev, mode).items():
+            r = evaluate(dev, mode, *(cand or (None, None)), seeds=a.seeds)
+            rows.append({"mode": mode, "candidate": name, **{k: round(v, 2) for k, v in r.items()}})
+            print(rows[-1], flush=True)
+    print(pd.DataFrame(rows).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
