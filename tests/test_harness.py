@@ -120,6 +120,20 @@ def test_bracketing_is_part_of_the_plan_and_old_settings_keep_their_form(tmp_pat
     assert len(slow) and (slow["solo_ms"] == slow["job"].map(SOLO_MS)).all()
 
 
+def test_bracketed_campaigns_over_several_gpus_bracket_each_shard_and_cost_their_brackets():
+    from colopred.measurement.harness.sharding import _set_cost_s, shard_plans
+
+    plans = shard_plans(config(bracket=True, shards=2))
+    assert len(plans) == 2 and all(plans)
+    for plan in plans:
+        for i, w in enumerate(plan):
+            if w.kind == "colo":
+                after = plan[i + 1 : i + 1 + len(w.jobs)]
+                assert {a.jobs[0] for a in after} == set(w.jobs) and all(a.kind == "solo" for a in after)
+    s = ("a-b1-fp32", "b-b1-fp32")
+    assert _set_cost_s(config(bracket=True), s) > 2 * _set_cost_s(config(), s)  # a set's 4 solo windows count
+
+
 def test_config_rejects_bad_sets():
     with pytest.raises(ValueError, match="not in --jobs"):
         CampaignConfig(jobs=JOBS[:2], sets=(("a-b1-fp32", "z-b1-fp32"),), modes=("mps",))
