@@ -211,7 +211,7 @@ def add_commands(sub) -> None:
     p.add_argument("--repeat-frac", type=float, default=0.1, help="fraction of sets measured twice")
     p.add_argument("--bracket", action="store_true",
                    help="solo windows of each member right before and after every collocated window (instead of --solo-every): "
-                        "baselines seconds away, for host-bound jobs whose speed drifts over minutes")
+                        "baselines seconds away from each slowdown, whatever the drift between windows")
     p.add_argument("--min-iters", type=int, default=12, help="timed iterations per job and window")
     p.add_argument("--max-window-s", type=float, default=20.0, help="longest window, seconds")
     p.add_argument("--device", default="cuda", help="torch device of the workers")

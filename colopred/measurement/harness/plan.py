@@ -11,9 +11,10 @@ so every slowdown has solo times measured nearby), repeats of a fraction of the 
 
 With ``bracket`` the interleaved solo windows are replaced by solo windows of every member right
 before and right after each collocated window (a member measured alone in the window just before
-is not measured again), so a slowdown's baseline is seconds away from it: host-bound jobs' solo
-speed drifts by several % over minutes (``datasets/h100/README.md``, "Noise"), more than a window's
-iterations vary. No closing solo windows then: the last brackets close.
+is not measured again), so a slowdown's baseline is seconds away from it, whatever drift there is
+between windows minutes apart. No closing solo windows then: the last brackets close. On the H100
+it did not make host-bound jobs' labels less noisy: their noise is from one window to the next, not
+drift (``datasets/h100/window_noise/README.md``).
 """
 
 from __future__ import annotations

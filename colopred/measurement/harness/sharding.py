@@ -46,7 +46,8 @@ def shard_of_file(name: str) -> int | None:
 
 def _set_cost_s(cfg: CampaignConfig, s: tuple[str, ...]) -> float:
     """Expected seconds of one set's collocated windows over the modes, repeats included (collocated iterations
-    are taken as n x solo, as the campaign sizes them; no solo times are known before measuring)."""
+    are taken as n x solo, as the campaign sizes them; no solo times are known before measuring), and with
+    ``bracket`` its members' solo windows before and after each."""
     colo = window_length_s(cfg, DEFAULT_ITER_MS * len(s))[0]
     brackets = 2 * len(s) * window_length_s(cfg, DEFAULT_ITER_MS)[0] if cfg.bracket else 0.0  # at most, before and after
     return len(cfg.modes) * (1 + cfg.repeat_frac) * (colo + brackets)
