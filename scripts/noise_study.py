@@ -62,6 +62,34 @@ def window_table(data: Path, busy: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def plot_solo_time_effect(pairs: pd.DataFrame, path: Path) -> None:
+    """Δln s against Δln t_solo of the pairs measured on two GPUs, measured and predicted, one panel per mode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from colopred.research.report import save_figure
+
+    other = pairs[pairs["kind"] == "another machine"]
+    modes = list(other["mode"].unique())
+    fig, axes = plt.subplots(1, len(modes), figsize=(5.5 * len(modes), 4.5), squeeze=False)
+    for ax, mode in zip(axes[0], modes):
+        d = other[other["mode"] == mode]
+        hb = d["host_bound"]
+        ax.scatter(100 * d.loc[~hb, "dlog_solo"], 100 * d.loc[~hb, "dlog_slowdown"], s=8, alpha=0.5, label="measured, busy ≥ 0.8")
+        ax.scatter(100 * d.loc[hb, "dlog_solo"], 100 * d.loc[hb, "dlog_slowdown"], s=8, alpha=0.5, label="measured, host-bound")
+        ax.scatter(100 * d["dlog_solo"], 100 * d["dlog_value"], s=6, alpha=0.35, marker="x", c="k", label="colopred (leave-arch)")
+        lim = float(np.nanpercentile(np.abs(100 * d[["dlog_solo", "dlog_slowdown"]].to_numpy()), 99))
+        ax.plot([-lim, lim], [lim, -lim], lw=0.8, c="grey", label="slope −1: collocated time unchanged")
+        ax.set(xlim=(-lim, lim), ylim=(-lim, lim), title=f"{mode}: the same (set, job) on two GPUs",
+               xlabel="solo time, Δln × 100 (%)", ylabel="slowdown, Δln × 100 (%)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default="datasets/h100")
@@ -71,11 +99,12 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     ds = load_dataset(data)
     busy = {name: min(p.busy_fraction, 1.0) for name, p in ds.profiles.items()}
-    spreads, effects, errors = [], [], []
+    spreads, effects, errors, all_pairs = [], [], [], []
     for mode in ("timeslice", "mps"):
         df = ds.for_mode(mode)
         df = df.assign(pred=out_of_sample(df, "leave-arch"))
         pairs = repeat_pairs(df, busy, value="pred")
+        all_pairs.append(pairs)
         spreads.append(spread_table(pairs))
         effects.append(solo_time_effect(pairs))
         hb = df["t_busy"].lt(HOST_BOUND_BUSY)  # the busy fraction of the window's re-timed profile
@@ -84,6 +113,7 @@ def main() -> None:
                            "colopred_leave_arch_mape_pct": mape_pct(df.loc[m, "slowdown"].to_numpy(), df.loc[m, "pred"].to_numpy())})
     spread, effect, error = (pd.concat(spreads, ignore_index=True), pd.concat(effects, ignore_index=True), pd.DataFrame(errors))
     windows = window_table(data, busy)
+    plot_solo_time_effect(pd.concat(all_pairs, ignore_index=True), out / "solo_time_effect.png")
     for name, t in (("spread", spread), ("solo_time_effect", effect), ("error_by_class", error), ("windows", windows)):
         t.to_csv(out / f"{name}.csv", index=False)
     text = f"""# Label noise (issue 23, items 3 and 5)
@@ -107,6 +137,8 @@ slope of colopred's leave-architecture-out predictions (each window's members re
 their correlation to the measured Δln s.
 
 {md(effect)}
+
+![solo_time_effect](solo_time_effect.png)
 
 A job that runs alone faster on another machine slows down more there: its collocated time, bound by the shared GPU,
 moves less than its solo time. colopred's predictions follow with about the same slope, so most of the difference
