@@ -25,7 +25,7 @@ from colopred.measurement.harness.reader import read_windows, slowdown_table, so
 from colopred.research.dataset import load_dataset  # noqa: E402
 from colopred.research.evaluation import mape_pct, out_of_sample  # noqa: E402
 from colopred.research.report import md_table as md  # noqa: E402
-from colopred.research.noise import HOST_BOUND_BUSY, repeat_pairs, solo_time_effect, spread_table  # noqa: E402
+from colopred.research.noise import HOST_BOUND_BUSY, job_class, repeat_pairs, solo_time_effect, spread_table  # noqa: E402
 
 # The window-length experiments on the same 14 jobs and 22 pairs (datasets/h100/README.md, "Noise"): campaign folder
 # -> how its windows were taken.
@@ -51,11 +51,8 @@ def window_table(data: Path, busy: dict[str, float]) -> pd.DataFrame:
         g = slow.groupby(["set", "job"])["slowdown"]
         rep = g.agg(lambda x: (x.max() - x.min()) / x.mean() * 100)[g.size() > 1].reset_index()
         for hb in (True, False):
-            cls = f"host-bound (busy < {HOST_BOUND_BUSY:g})" if hb else "saturating"
-            sj = solo[solo["job"].map(busy).lt(HOST_BOUND_BUSY) == hb]
-            rj = rep[rep["job"].map(busy).lt(HOST_BOUND_BUSY) == hb]
-            sl = slow[slow["job"].map(busy).lt(HOST_BOUND_BUSY) == hb]
-            rows.append({"campaign": Path(folder).name, "mode": w["mode"].iloc[0], "windows": how, "job_class": cls,
+            sj, rj, sl = (t[t["job"].map(busy).lt(HOST_BOUND_BUSY) == hb] for t in (solo, rep, slow))
+            rows.append({"campaign": Path(folder).name, "mode": w["mode"].iloc[0], "windows": how, "job_class": job_class(hb),
                          "solo_cv_median_pct": 100 * sj["cv"].median(), "repeated_slowdowns": len(rj),
                          "repeat_spread_median_pct": rj["slowdown"].median(), "repeat_spread_mean_pct": rj["slowdown"].mean(),
                          "colo_iterations_median": sl["iterations"].median()})
@@ -108,7 +105,7 @@ def main() -> None:
         spreads.append(spread_table(pairs))
         effects.append(solo_time_effect(pairs))
         hb = df["t_busy"].lt(HOST_BOUND_BUSY)  # the busy fraction of the window's re-timed profile
-        for cls, m in ((f"host-bound (busy < {HOST_BOUND_BUSY:g})", hb), ("saturating", ~hb), ("all", hb | ~hb)):
+        for cls, m in ((job_class(True), hb), (job_class(False), ~hb), ("all", hb | ~hb)):
             errors.append({"mode": mode, "job_class": cls, "rows": int(m.sum()),
                            "colopred_leave_arch_mape_pct": mape_pct(df.loc[m, "slowdown"].to_numpy(), df.loc[m, "pred"].to_numpy())})
     spread, effect, error = (pd.concat(spreads, ignore_index=True), pd.concat(effects, ignore_index=True), pd.DataFrame(errors))

@@ -31,6 +31,11 @@ repeats of such jobs spread several times more than the others' (``spread_table`
 PAIR_KINDS = ("same run", "same machine, another run", "another machine")
 
 
+def job_class(host_bound: bool) -> str:
+    """The label of a job class in the tables: host-bound (busy < HOST_BOUND_BUSY) or saturating."""
+    return f"host-bound (busy < {HOST_BOUND_BUSY:g})" if host_bound else "saturating"
+
+
 def _log_ratio_pct(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """100·|ln(a/b)|: a relative difference in %, symmetric in a and b."""
     return 100 * np.abs(np.log(a / b))
@@ -71,7 +76,7 @@ def repeat_pairs(rows: pd.DataFrame, busy: dict[str, float], value: str | None =
 def spread_table(pairs: pd.DataFrame) -> pd.DataFrame:
     """Per (mode, job class, pair kind): pairs, and the median and mean relative difference (%) of the slowdowns, the
     solo times and the collocated times between two measurements."""
-    p = pairs.assign(job_class=np.where(pairs["host_bound"], f"host-bound (busy < {HOST_BOUND_BUSY:g})", "saturating"))
+    p = pairs.assign(job_class=pairs["host_bound"].map(job_class))
     for c in ("slowdown", "solo", "colo"):
         p[c] = 100 * p[f"dlog_{c}"].abs()
     t = p.groupby(["mode", "job_class", "kind"]).agg(
@@ -92,7 +97,7 @@ def solo_time_effect(pairs: pd.DataFrame) -> pd.DataFrame:
         if len(g) < 3 or np.var(x) == 0:
             continue
         slope = float(np.dot(x, y) / np.dot(x, x))  # through the origin: a pair's order is arbitrary
-        r = {"mode": mode, "job_class": f"host-bound (busy < {HOST_BOUND_BUSY:g})" if hb else "saturating", "pairs": len(g),
+        r = {"mode": mode, "job_class": job_class(hb), "pairs": len(g),
              "slope_slowdown_on_solo": slope, "corr_slowdown_solo": _corr(x, y),
              "slowdown_median_pct": float(100 * np.median(np.abs(y))),
              "residual_median_pct": float(100 * np.median(np.abs(y - slope * x)))}
