@@ -30,11 +30,11 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from colopred.constants import MODES, TREE_PARAMS  # noqa: E402
+from colopred.constants import MODES  # noqa: E402
 from colopred.research.dataset import load_dataset  # noqa: E402
 from colopred.research.evaluation import mape_pct, splits  # noqa: E402
 from colopred.research.noise import HOST_BOUND_BUSY  # noqa: E402
-from colopred.research.protocol import is_locked, locked_architectures  # noqa: E402
+from colopred.research.protocol import LOCKED_KINDS, is_locked, locked_architectures  # noqa: E402
 from colopred.runtime.estimator import SlowdownModel  # noqa: E402
 from colopred.runtime.features import FEATURES, model_features  # noqa: E402
 
@@ -42,7 +42,7 @@ EXTRA_SLOT = "co_sum_mem_gib"
 """The FEATURES column a candidate feature is written into for the experiment: neither the trees nor the baseline read
 it, so the shipped model's inputs are otherwise unchanged."""
 
-KINDS = ("leave-arch", "pairs->triples", "pairs+triples->quads")
+KINDS = tuple(LOCKED_KINDS)  # leave-arch, pairs -> triples, pairs and triples -> four-job sets
 
 
 def candidates(d: pd.DataFrame, mode: str) -> dict[str, tuple[str, pd.Series] | None]:
@@ -79,7 +79,7 @@ def evaluate(dev: pd.DataFrame, mode: str, column: str | None, values: pd.Series
         for seed in range(seeds):
             p = np.full(len(dev), np.nan)
             for _, tr, te in splits(dev, kind):
-                m = SlowdownModel(mode=mode, features=feats, params={**TREE_PARAMS, "random_state": seed}, interval=False,
+                m = SlowdownModel(mode=mode, features=feats, params={"random_state": seed}, interval=False,
                                   calibrate=False)
                 p[te] = m.fit(X[tr], s[tr]).predict(X[te])
             ok = ~np.isnan(p)

@@ -25,7 +25,7 @@ from colopred.measurement.harness.reader import read_windows, slowdown_table, so
 from colopred.research.dataset import load_dataset  # noqa: E402
 from colopred.research.evaluation import mape_pct, out_of_sample  # noqa: E402
 from colopred.research.report import md_table as md  # noqa: E402
-from colopred.research.noise import HOST_BOUND_BUSY, job_class, repeat_pairs, solo_time_effect, spread_table  # noqa: E402
+from colopred.research.noise import HOST_BOUND_BUSY, PAIR_KINDS, job_class, repeat_pairs, solo_time_effect, spread_table  # noqa: E402
 
 # The window-length experiments on the same 14 jobs and 22 pairs (datasets/h100/README.md, "Noise"): campaign folder
 # -> how its windows were taken.
@@ -68,7 +68,7 @@ def plot_solo_time_effect(pairs: pd.DataFrame, path: Path) -> None:
 
     from colopred.research.report import save_figure
 
-    other = pairs[pairs["kind"] == "another machine"]
+    other = pairs[pairs["kind"] == PAIR_KINDS[2]]
     modes = list(other["mode"].unique())
     fig, axes = plt.subplots(1, len(modes), figsize=(5.5 * len(modes), 4.5), squeeze=False)
     for ax, mode in zip(axes[0], modes):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..measurement.harness.reader import machine_key
+from ..measurement.harness.reader import machine_key, segment_key
 
 HOST_BOUND_BUSY = 0.8
 """Busy fraction (ncu profile, solo) under which a job is called host-bound: issue 23's threshold; the
@@ -34,11 +34,6 @@ PAIR_KINDS = ("same run", "same machine, another run", "another machine")
 def job_class(host_bound: bool) -> str:
     """The label of a job class in the tables: host-bound (busy < HOST_BOUND_BUSY) or saturating."""
     return f"host-bound (busy < {HOST_BOUND_BUSY:g})" if host_bound else "saturating"
-
-
-def _log_ratio_pct(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """100·|ln(a/b)|: a relative difference in %, symmetric in a and b."""
-    return 100 * np.abs(np.log(a / b))
 
 
 def _corr(a: np.ndarray, b: np.ndarray) -> float:
@@ -54,7 +49,7 @@ def repeat_pairs(rows: pd.DataFrame, busy: dict[str, float], value: str | None =
     ``reader.machine_key``), ``host_bound`` (the job's solo busy fraction < HOST_BOUND_BUSY), and the signed log
     ratios (first − second, natural log) of the slowdown, the solo and collocated times, and of ``value`` (a column
     of predictions, say) where given."""
-    df = rows.assign(_machine=machine_key(rows), _run=rows["campaign"] + "#" + rows["segment"].astype(str))
+    df = rows.assign(_machine=machine_key(rows), _run=segment_key(rows))
     out = []
     for (mode, s, job), g in df.groupby(["mode", "set", "job"], sort=True):
         if len(g) < 2:
