@@ -34,7 +34,6 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-KINDS = ("leave-arch", "pairs->triples", "pairs+triples->quads")
 _TRACES: dict = {}
 
 
@@ -63,10 +62,10 @@ def _simulate_window(args):
     return window_id, jobs, simulate(traces, mode, **sim_kw)
 
 
-def simulate_all(data: str, out: Path, workers: int, sim_kw: dict, modes=("timeslice", "mps")) -> None:
-    from colopred.research.dataset import load_dataset
+def simulate_all(ds, data: str, out: Path, workers: int, sim_kw: dict, modes=("timeslice", "mps")) -> None:
+    """Simulate every window of ``ds`` (the dataset of folder ``data``, whose raw ncu reports the workers read)."""
+    from colopred.io import write_csv_atomic
 
-    ds = load_dataset(data)
     out.mkdir(parents=True, exist_ok=True)
     for mode in modes:
         df = ds.for_mode(mode)
@@ -77,22 +76,19 @@ def simulate_all(data: str, out: Path, workers: int, sim_kw: dict, modes=("times
                 rows += [(w, j, float(x)) for j, x in zip(jobs, s)]
                 if (i + 1) % 200 == 0:
                     print(f"{mode}: {i + 1}/{len(tasks)} windows, {time.time() - t0:.0f} s", flush=True)
-        tmp = out / f"sim_{mode}.csv.tmp"
-        pd.DataFrame(rows, columns=["window_id", "job", "sim_slowdown"]).to_csv(tmp, index=False)
-        tmp.replace(out / f"sim_{mode}.csv")
+        write_csv_atomic(pd.DataFrame(rows, columns=["window_id", "job", "sim_slowdown"]), out / f"sim_{mode}.csv", index=False)
         print(f"{mode}: {len(tasks)} windows in {time.time() - t0:.0f} s", flush=True)
 
 
-def compare(data: str, out: Path, modes=("timeslice", "mps")) -> pd.DataFrame:
+def compare(ds, data: str, out: Path, modes=("timeslice", "mps")) -> pd.DataFrame:
     import xgboost as xgb
 
     from colopred.constants import TREE_PARAMS
-    from colopred.research.dataset import load_dataset
+    from colopred.io import write_csv_atomic
     from colopred.research.evaluation import mape_pct, new_model, splits
-    from colopred.research.protocol import is_locked, locked_architectures
+    from colopred.research.protocol import LOCKED_KINDS, is_locked, locked_architectures
     from colopred.runtime.features import FEATURES, model_features
 
-    ds = load_dataset(data)
     locked = locked_architectures(data)
     results = []
     for mode in modes:
@@ -128,7 +124,7 @@ def compare(data: str, out: Path, modes=("timeslice", "mps")) -> pd.DataFrame:
             raise ValueError(design)
 
         designs = ("colopred", "simulator", "simulator, calibrated", "simulator x trees", "colopred + sim feature")
-        for kind in KINDS:
+        for kind in LOCKED_KINDS:  # leave-arch, pairs -> triples, pairs and triples -> four-job sets
             for protocol, rows in (("development CV", dev), ("all architectures CV", np.ones(len(df), bool))):
                 d = df[rows].reset_index(drop=True)
                 sd = d["slowdown"].to_numpy()
@@ -139,7 +135,6 @@ def compare(data: str, out: Path, modes=("timeslice", "mps")) -> pd.DataFrame:
                         pred[te] = predict(design, idx[tr], idx[te])
                     results.append((mode, kind, protocol, design, mape_pct(sd, pred), int((~np.isnan(pred)).sum())))
             # locked: fitted on development rows of the split's training sizes, tested once on locked rows
-            from colopred.research.protocol import LOCKED_KINDS
             train_n, test_n = LOCKED_KINDS[kind]
             n = df["n_jobs"].to_numpy()
             tr = np.flatnonzero(dev & train_n(n))
@@ -148,13 +143,13 @@ def compare(data: str, out: Path, modes=("timeslice", "mps")) -> pd.DataFrame:
                 results.append((mode, kind, "locked", design, mape_pct(s[te], predict(design, tr, te)), len(te)))
             print(f"{mode} {kind} done", flush=True)
     table = pd.DataFrame(results, columns=["mode", "split", "protocol", "design", "mape_pct", "rows"])
-    tmp = out / "comparison.csv.tmp"
-    table.to_csv(tmp, index=False, float_format="%.3f")
-    tmp.replace(out / "comparison.csv")
+    write_csv_atomic(table, out / "comparison.csv", index=False, float_format="%.3f")
     return table
 
 
 def main() -> int:
+    from colopred.io import write_text_atomic
+    from colopred.research.dataset import load_dataset
     from colopred.research.kernel_sim import MPS_WAIT_SCALE, SLICE_US, SWITCH_US
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -168,16 +163,15 @@ def main() -> int:
     ap.add_argument("--wait-scale", type=float, default=MPS_WAIT_SCALE, help="multiplier of the MPS launch waits")
     a = ap.parse_args()
     out = Path(a.out)
+    ds = load_dataset(a.data)
     if a.simulate:
-        simulate_all(a.data, out, a.workers, {"slice_us": a.slice_us, "switch_us": a.switch_us, "wait_scale": a.wait_scale},
+        simulate_all(ds, a.data, out, a.workers, {"slice_us": a.slice_us, "switch_us": a.switch_us, "wait_scale": a.wait_scale},
                      tuple(a.modes.split(",")))
     from colopred.research.report import md_table
 
-    table = compare(a.data, out, tuple(a.modes.split(",")))
+    table = compare(ds, a.data, out, tuple(a.modes.split(",")))
     wide = table.pivot_table(index=["mode", "split", "design"], columns="protocol", values="mape_pct", sort=False)
-    tmp = out / "comparison.md.tmp"
-    tmp.write_text(md_table(wide.round(2).reset_index()) + "\n")
-    tmp.replace(out / "comparison.md")
+    write_text_atomic(out / "comparison.md", md_table(wide.round(2).reset_index()) + "\n")
     print(wide.round(2).to_string())
     return 0
 
