@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -120,9 +121,16 @@ def load_dataset(root: str | Path, profile_source: str = "ncu", retime: bool = T
     if not root.is_dir():
         raise InputError(root, "dataset directory not found")
     pdir = root / "profiles" / profile_source
-    profiles = load_profiles_dir(pdir)
-    campaigns = root / "campaigns"
-    windows = read_windows(campaigns if campaigns.is_dir() else root)
+    return dataset_from(root, load_profiles_dir(pdir), sorted(pdir.glob("*.json")), retime=retime, profile_source=profile_source)
+
+
+def dataset_from(root: Path, profiles: Mapping[str, JobProfile], profile_files: list[Path], retime: bool = True,
+                 profile_source: str = "ncu") -> Dataset:
+    """The windows measured under ``root`` (a dataset folder with ``campaigns/``, or a campaign) as feature rows, each
+    member described by its profile in ``profiles`` (read from ``profile_files``, which the data hash covers with the
+    record files); windows with a member lacking a profile are left out."""
+    campaigns = root / "campaigns" if (root / "campaigns").is_dir() else root
+    windows = read_windows(campaigns)
     slow = slowdown_table(windows)
     # Keep sets whose every member has a profile.
     have = set(profiles)
@@ -130,8 +138,8 @@ def load_dataset(root: str | Path, profile_source: str = "ncu", retime: bool = T
     slow = slow[slow["window_id"].isin(members[members].index)].reset_index(drop=True)
     if slow.empty:
         raise InputError(root, "no measured collocation has profiles for all its jobs")
-    rows = feature_rows(slow, profiles, retime=retime)
-    files = sorted(pdir.glob("*.json")) + sorted(campaign_record_files(campaigns))  # one-GPU and per-GPU (shard) files
+    rows = feature_rows(slow, dict(profiles), retime=retime)
+    files = list(profile_files) + sorted(campaign_record_files(campaigns))  # one-GPU and per-GPU (shard) files
     gpus = [g for g in windows["gpu"].dropna().unique()]
-    return Dataset(rows=rows, profiles=profiles, data_hash=hash_files(files), gpu=gpus[0] if gpus else None, retimed=retime,
+    return Dataset(rows=rows, profiles=dict(profiles), data_hash=hash_files(files), gpu=gpus[0] if gpus else None, retimed=retime,
                    profile_source=profile_source, root=root)

@@ -37,8 +37,8 @@ from ..profile import JobProfile
 from ..runtime.estimator import SlowdownModel
 from ..runtime.features import FEATURES
 from ..runtime.predictor import Predictor
-from .dataset import Dataset, feature_rows, hash_files, load_profiles_dir
-from .evaluation import mape_pct, metrics
+from .dataset import Dataset, dataset_from, load_profiles_dir
+from .evaluation import mape_pct, metrics, new_model, splits
 
 FRACTIONS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0)
 FINDINGS = ("<!-- findings -->", "<!-- /findings -->")  # the report's hand-written part, kept when it is regenerated
@@ -71,17 +71,7 @@ def load_windows(root: str | Path, profiles: Mapping[str, JobProfile] | str | Pa
     if not isinstance(profiles, Mapping):
         files = sorted(Path(profiles).glob("*.json"))
         profiles = load_profiles_dir(Path(profiles))
-    campaigns = root / "campaigns" if (root / "campaigns").is_dir() else root
-    windows = read_windows(campaigns)
-    slow = slowdown_table(windows)
-    members = slow.groupby("window_id")["job"].agg(lambda s: set(s) <= set(profiles))
-    slow = slow[slow["window_id"].isin(members[members].index)].reset_index(drop=True)
-    if slow.empty:
-        raise InputError(root, "no measured collocation has profiles for all its jobs")
-    rows = feature_rows(slow, dict(profiles), retime=retime)
-    gpus = list(windows["gpu"].dropna().unique())
-    return Dataset(rows=rows, profiles=dict(profiles), data_hash=hash_files(files + sorted(campaigns.rglob("windows.jsonl"))),
-                   gpu=gpus[0] if gpus else None, retimed=retime)
+    return dataset_from(root, profiles, files, retime=retime)
 
 
 def _X(df: pd.DataFrame) -> np.ndarray:
@@ -89,7 +79,7 @@ def _X(df: pd.DataFrame) -> np.ndarray:
 
 
 def _fit(df: pd.DataFrame, mode: str) -> SlowdownModel:
-    return SlowdownModel(mode=mode, interval=False, calibrate=False).fit(_X(df), df["slowdown"].to_numpy())
+    return new_model(mode, interval=False, calibrate=False).fit(_X(df), df["slowdown"].to_numpy())
 
 
 def _metrics(df: pd.DataFrame, pred: np.ndarray) -> dict[str, float]:
@@ -179,17 +169,13 @@ def leave_arch_out(new: Dataset, old: Dataset | None = None, models: Mapping[str
             continue
         old_df = old.for_mode(mode) if old is not None else None
         preds: dict[str, np.ndarray] = {}
-        for arch in sorted(df["arch"].unique()):
-            test = df["set_archs"].map(lambda a: arch in a).to_numpy()
-            if test.all() or not test.any():
-                continue
-            te = df[test]
-            variants = {"new GPU only": df[~test]}
+        for arch, tr, te in splits(df, "leave-arch"):
+            variants = {"new GPU only": df.iloc[tr]}
             if old_df is not None:
                 keep = ~old_df["set_archs"].map(lambda a: arch in a)
-                variants["H100 + new GPU"] = pd.concat([old_df[keep], df[~test]], ignore_index=True)
+                variants["H100 + new GPU"] = pd.concat([old_df[keep], df.iloc[tr]], ignore_index=True)
             for name, train_rows in variants.items():
-                preds.setdefault(name, np.full(len(df), np.nan))[test] = _fit(train_rows, mode).predict(_X(te))
+                preds.setdefault(name, np.full(len(df), np.nan))[te] = _fit(train_rows, mode).predict(_X(df.iloc[te]))
         if models is not None and mode in models:
             m = models[mode].model if isinstance(models[mode], Predictor) else models[mode]
             preds["H100 model, zero-shot"] = m.predict(_X(df))
@@ -323,7 +309,7 @@ def run_study(h100_root: str | Path, h200_root: str | Path, out_dir: str | Path,
     gpm100 = load_profiles_dir(h100_root / "profiles" / "nvml")
     gpm200 = load_profiles_dir(h200_root / "profiles" / "nvml")
     for source, p100, p200 in (("ncu", ncu100, ncu200), ("gpm", gpm100, gpm200)):
-        train = load_windows(h100_root, p100)
+        train = h100 if p100 is ncu100 else load_windows(h100_root, p100)  # the ncu windows are loaded already
         common = set(p100) & set(p200)
         eval_sets = {s for s in train.rows["set"] if set(s.split("+")) <= common}
         held = _held_out_models(train, eval_sets, modes)
