@@ -37,6 +37,11 @@ import traceback
 from typing import Iterator
 
 
+def error_text(e: BaseException) -> str:
+    """A failure as one short line for a window record: the exception's class and the first line of its message."""
+    return f"{e.__class__.__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+
+
 class ProfileWindow:
     def __init__(self):
         self.mode = os.environ.get("COLOPRED_WINDOW")  # None | "ncu" | "time" | "trace" | "worker"
@@ -200,7 +205,7 @@ class _HarnessLink:
             win._sync()
         except Exception as e:  # reported like a zoo worker's failure; the program then ends
             oom = "out of memory" in str(e).lower()
-            err = f"{e.__class__.__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            err = error_text(e)
             if self.window is not None:
                 self._end_window("oom" if oom else "error", err)
             elif not self.ready:

@@ -26,7 +26,6 @@ from .records import RECORD_SCHEMA, RecordWriter, iter_records, now_iso, provena
 from .sharding import DEFAULT_ITER_MS, full_plan, records_name, shard_plans, window_length_s
 
 CONFIG_FILE = "campaign.json"
-RECORDS_FILE = "windows.jsonl"
 LOCK_FILE = ".campaign.lock"
 RETRIED_STATUSES = ("failed",)
 """Window statuses ``--resume`` measures again: a worker that failed or died (its reason says which). An
@@ -109,6 +108,13 @@ def plan_fingerprint(plan: list[WindowSpec]) -> str:
     """SHA-256 (16 hex digits) of a plan's windows in order: recorded in campaign.json, checked on resume."""
     text = "\n".join(f"{w.window_id} {w.mode} {w.kind} {'+'.join(w.jobs)} {w.repeat}" for w in plan)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def write_config(out_dir: Path, config: CampaignConfig) -> None:
+    """campaign.json of ``out_dir``: ``config``'s settings and its whole plan's fingerprint, unless it is written already."""
+    cfg_path = out_dir / CONFIG_FILE
+    if not cfg_path.exists():
+        write_text_atomic(cfg_path, json.dumps({**config.to_dict(), "plan_sha256": plan_fingerprint(full_plan(config))}, indent=1) + "\n")
 
 
 def read_config(cfg_path: Path) -> tuple[CampaignConfig, str | None]:
@@ -255,10 +261,7 @@ class Campaign:
             return self._run(pool_factory, progress, log)
 
     def _run(self, pool_factory: PoolFactory, progress: Progress | None, log: Callable[[str], None]) -> int:
-        cfg_path = self.out_dir / CONFIG_FILE
-        if not cfg_path.exists():
-            write_text_atomic(cfg_path, json.dumps({**self.config.to_dict(), "plan_sha256": plan_fingerprint(full_plan(self.config))},
-                                                   indent=1) + "\n")
+        write_config(self.out_dir, self.config)
         done = self.done_ids()
         pending = [w for w in self.plan if w.window_id not in done]
         if progress is not None:

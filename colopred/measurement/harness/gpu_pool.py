@@ -175,8 +175,8 @@ class GpuWorkerPool:
                 self.log(f"worker {w.job} ready (pid {msg['pid']}, {w.resident_gib:.2f} GiB resident)")
             else:
                 err = (msg or {}).get("error") or f"worker exited (code {w.proc.exitcode}) before it was ready"
-                if msg is None and hasattr(w.proc, "tail"):  # a command: its last line of stderr says why
-                    err += f": {w.proc.tail()}" if w.proc.tail() else ""
+                tail = w.proc.tail() if msg is None and hasattr(w.proc, "tail") else ""  # a command: its last stderr line says why
+                err += f": {tail}" if tail else ""
                 status = (msg or {}).get("status", "error")
                 self._kill(w)
                 failed[w.job] = f"{status}: {err}"

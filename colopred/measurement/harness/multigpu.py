@@ -11,7 +11,6 @@ stays, and the windows it had not finished are measured again.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import signal
@@ -23,10 +22,10 @@ from typing import Callable, Protocol
 
 from ...errors import ColopredError, InputError
 from ...io import write_text_atomic
-from .campaign import CONFIG_FILE, Campaign, CampaignLock, plan_fingerprint, read_config
+from .campaign import CONFIG_FILE, Campaign, CampaignLock, read_config, write_config
 from .plan import CampaignConfig
 from .records import iter_records
-from .sharding import full_plan, records_name, shard_of_file
+from .sharding import records_name, shard_of_file
 
 MAX_SHARD_RESTARTS = 2
 """Times a shard that died is started again by the coordinator before the campaign gives up on it (a shard that
@@ -193,10 +192,7 @@ class ShardedCampaign:
         if len(shards) != len(gpus):
             raise ColopredError(f"{len(shards)} shards to run on {len(gpus)} GPUs")
         with CampaignLock(self.out_dir):
-            cfg_path = self.out_dir / CONFIG_FILE
-            if not cfg_path.exists():
-                write_text_atomic(cfg_path, json.dumps({**self.config.to_dict(), "plan_sha256": plan_fingerprint(full_plan(self.config))},
-                                                       indent=1) + "\n")
+            write_config(self.out_dir, self.config)
             gpu_of = dict(zip(shards, gpus))
             codes: dict[int, int] = {}
             running: dict[int, Process] = {}

@@ -35,9 +35,9 @@ from ...errors import InputError
 from ...schema import problems
 from ...runtime.outcome import delta as set_delta
 from ...runtime.outcome import normalised_throughput
-from .campaign import RECORDS_FILE, RETRIED_STATUSES
+from .campaign import RETRIED_STATUSES
 from .records import iter_records
-from .sharding import SHARD_FILE_PREFIX, shard_of_file
+from .sharding import RECORDS_FILE, SHARD_FILE_PREFIX, shard_of_file
 
 
 def campaign_record_files(folder: Path) -> list[Path]:

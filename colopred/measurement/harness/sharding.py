@@ -30,9 +30,13 @@ def window_length_s(cfg: CampaignConfig, est_ms: float) -> tuple[float, float]:
     return min(warmup + body, cfg.max_window_s), warmup
 
 
+RECORDS_FILE = "windows.jsonl"
+"""A one-GPU campaign's record file (a shard's is ``windows.shardK.jsonl``)."""
+
+
 def records_name(shard: int | None) -> str:
     """The record file of a shard (``windows.shardK.jsonl``), or of a one-GPU campaign (``windows.jsonl``)."""
-    return "windows.jsonl" if shard is None else f"{SHARD_FILE_PREFIX}{shard}.jsonl"
+    return RECORDS_FILE if shard is None else f"{SHARD_FILE_PREFIX}{shard}.jsonl"
 
 
 def shard_of_file(name: str) -> int | None:

@@ -16,6 +16,8 @@ import os
 import time
 import traceback
 
+from ...window import error_text
+
 
 def run_window(job, start_at: float, count_from: float, end_at: float) -> dict:
     """Run iterations from ``start_at`` until ``end_at``; time the ones that start after
@@ -44,7 +46,7 @@ def run_window(job, start_at: float, count_from: float, end_at: float) -> dict:
     except torch.cuda.OutOfMemoryError as e:
         status, error = "oom", str(e).splitlines()[0][:200]
     except Exception as e:  # noqa: BLE001 - reported, the campaign goes on
-        status, error = "error", f"{e.__class__.__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        status, error = "error", error_text(e)
     from .campaign import summarize_iterations
 
     out = {"status": status, "error": error, **summarize_iterations(iter_ms)}
@@ -82,7 +84,7 @@ def worker_main(job_name: str, conn, device: str = "cuda", tiny: bool = False, w
     except Exception as e:  # noqa: BLE001
         oom = "out of memory" in str(e).lower()
         conn.send({"ready": False, "status": "oom" if oom else "error",
-                   "error": f"{e.__class__.__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}",
+                   "error": error_text(e),
                    "trace": traceback.format_exc()[-2000:]})
         return
     park = park and job.device.type == "cuda"
