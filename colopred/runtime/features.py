@@ -243,8 +243,7 @@ def _any_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -> tuple[
     valid = sets >= 0
     V = P[np.where(valid, sets, 0).T]  # k x n x B, one contiguous block per slot
     V[~valid.T] = np.nan
-    co_idx = [BASE.index(b) for b in CO_AGG]
-    C = V[..., co_idx]  # k x n x c
+    C = V[..., _CO_IDX]  # k x n x c
     n_jobs = valid.sum(axis=1)
     # a co-runner's value that is missing (not an empty slot) makes the aggregate missing
     isnan = np.isnan(C)
@@ -257,7 +256,6 @@ def _any_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -> tuple[
     busy_fill = C[..., CO_AGG.index("busy")] * np.nan_to_num(C[..., CO_AGG.index("sm_fill")] / 100.0, nan=1.0)
     counts = valid.sum(axis=0)
     X = _empty_rows(int(counts.sum()), out)
-    n_own, n_agg = len(BASE), len(CO_AGG) * len(AGGS)
     set_of, pos_of, start = [], [], 0
     for i in range(k):
         if not counts[i]:
@@ -266,8 +264,8 @@ def _any_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -> tuple[
         rows = X[start : start + counts[i]]
         start += counts[i]
         others = [j for j in range(k) if j != i]
-        rows[:, :n_own] = V[i, m]
-        agg = rows[:, n_own : n_own + n_agg].reshape(-1, len(CO_AGG), len(AGGS))  # per base: AGGS order
+        rows[:, :_N_OWN] = V[i, m]
+        agg = rows[:, _N_OWN : _N_OWN + _N_AGG].reshape(-1, len(CO_AGG), len(AGGS))  # per base: AGGS order
         lacking = (missing[m] - isnan[i, m]) > 0
         co_sum = total[m] - np.nan_to_num(C[i, m])
         if others:
@@ -285,14 +283,14 @@ def _any_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -> tuple[
         agg[:, :, 2] = mn
         agg[:, :, 3] = co_sum / np.maximum(n_jobs[m, None] - 1, 1)
         agg[lacking] = np.nan
-        rows[:, n_own + n_agg] = n_jobs[m]
+        rows[:, _N_OWN + _N_AGG] = n_jobs[m]
         load = np.zeros(int(counts[i]))
         for j in others:  # in slot order, as a sum over the co-runners present
             with np.errstate(all="ignore"):
                 share = 2 * (u[j, m] + SHARE_EPS_US) / (u[i, m] + u[j, m] + 2 * SHARE_EPS_US)
             term = busy_fill[j, m] * np.where(np.isnan(share), 1.0, share)
             load += np.nan_to_num(term)
-        rows[:, n_own + n_agg + 1] = load * np.minimum(1.0, V[i, m, BASE.index("busy")])
+        rows[:, _N_OWN + _N_AGG + 1] = load * np.minimum(1.0, V[i, m, BASE.index("busy")])
         set_of.append(np.flatnonzero(valid[:, i]))
         pos_of.append(np.full(int(counts[i]), i))
     return X, np.concatenate(set_of), np.concatenate(pos_of)
