@@ -12,6 +12,7 @@ import pytest
 from colopred.errors import InputError
 from colopred.measurement.profiling.timeline import (
     COLUMNS,
+    LAUNCH_COLUMNS,
     read_timeline,
     reduce_trace,
     stream_overlap,
@@ -29,7 +30,7 @@ def test_reducing_the_raw_trace_gives_the_table_written_on_the_gpu():
     raw = json.loads(gzip.open(FIXTURES / "gin-b1024-fp32.trace.json.gz", "rt").read())
     mine = reduce_trace(raw)
     shipped = read_timeline(TIMELINES / "gin-b1024-fp32.timeline.csv.gz")
-    assert list(mine.columns) == list(COLUMNS) and len(mine) == len(shipped)
+    assert list(mine.columns) == [*COLUMNS, *LAUNCH_COLUMNS] and len(mine) == len(shipped)
     assert (mine["kind"].to_numpy() == shipped["kind"].to_numpy()).all()
     assert np.allclose(mine["start_us"], shipped["start_us"], atol=1e-3)
     assert np.allclose(mine["dur_us"], shipped["dur_us"], atol=1e-3)

@@ -30,14 +30,21 @@ from ...io import atomic_file, write_text_atomic
 
 # kind: kernel | memcpy | memset (GPU), runtime | driver (host API calls)
 COLUMNS = ("kind", "name", "start_us", "dur_us", "correlation", "stream")
+# A kernel's launch configuration, from the args CUPTI gives torch.profiler (NaN on other rows, and in
+# timelines recorded before they were kept): blocks in the grid, threads per block, registers per thread,
+# shared memory per block (bytes), and CUPTI's occupancy estimate (%), from which :func:`launch_table` derives the
+# waves per SM that an ncu report gives.
+LAUNCH_COLUMNS = ("grid_blocks", "block_threads", "registers_per_thread", "shared_mem_bytes", "est_occupancy_pct")
+_LAUNCH_ARGS = {"registers_per_thread": "registers per thread", "shared_mem_bytes": "shared memory",
+                "est_occupancy_pct": "est. achieved occupancy %"}
 _KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_runtime": "runtime",
           "cuda_driver": "driver"}
 NAME_CHARS = 80
 
 
 def reduce_trace(trace: dict[str, Any]) -> pd.DataFrame:
-    """Rows of :data:`COLUMNS` from a torch.profiler Chrome trace (``traceEvents`` complete events
-    of the categories in ``_KINDS``), sorted by start, start times relative to the earliest. A GPU event
+    """Rows of :data:`COLUMNS` and :data:`LAUNCH_COLUMNS` from a torch.profiler Chrome trace (``traceEvents`` complete
+    events of the categories in ``_KINDS``), sorted by start, start times relative to the earliest. A GPU event
     without a finite ``ts`` and a non-negative ``dur`` raises ValueError naming it."""
     rows = []
     events = trace.get("traceEvents", [])
@@ -54,12 +61,36 @@ def reduce_trace(trace: dict[str, Any]) -> pd.DataFrame:
         ts, dur = _number(e.get("ts")), _number(e.get("dur", 0.0))
         if ts is None or dur is None or dur < 0:
             raise ValueError(f"event {i} ({kind} {str(e.get('name', ''))[:40]!r}) lacks a numeric ts and a non-negative dur")
-        rows.append((kind, str(e.get("name", ""))[:NAME_CHARS], ts, dur, _int(args.get("correlation")), _int(args.get("stream"))))
-    df = pd.DataFrame(rows, columns=list(COLUMNS))
+        rows.append((kind, str(e.get("name", ""))[:NAME_CHARS], ts, dur, _int(args.get("correlation")), _int(args.get("stream")),
+                     *(_launch(args) if kind == "kernel" else _NO_LAUNCH)))
+    df = pd.DataFrame(rows, columns=[*COLUMNS, *LAUNCH_COLUMNS])
     if len(df):
         df["start_us"] -= df["start_us"].min()
         df = df.sort_values(["start_us", "kind"], kind="stable").reset_index(drop=True)
     return df
+
+
+_NO_LAUNCH = (np.nan,) * len(LAUNCH_COLUMNS)
+
+
+def _launch(args: dict[str, Any]) -> tuple[float, ...]:
+    """LAUNCH_COLUMNS of a kernel event's args (NaN where one is absent or not a number)."""
+    def product(v: Any) -> float:
+        dims = [_number(x) for x in v] if isinstance(v, list) and v else [None]
+        return float(np.prod(dims)) if None not in dims else np.nan
+
+    def num(key: str) -> float:
+        x = _number(args.get(key))
+        return np.nan if x is None else x
+
+    return (product(args.get("grid")), product(args.get("block")), *(num(_LAUNCH_ARGS[c]) for c in LAUNCH_COLUMNS[2:]))
+
+
+def device_properties(trace: dict[str, Any]) -> dict[str, Any] | None:
+    """The first GPU's properties in a torch.profiler trace (``deviceProperties``: SMs, registers and shared memory
+    per SM, ...), which turn the kernels' launch configurations into waves; None if the trace has none."""
+    props = trace.get("deviceProperties")
+    return props[0] if isinstance(props, list) and props and isinstance(props[0], dict) else None
 
 
 def _number(v: Any) -> float | None:
@@ -96,7 +127,7 @@ def stream_overlap(timeline: pd.DataFrame) -> float:
 
 
 def read_timeline(path: str | Path) -> pd.DataFrame:
-    """A ``JOB.timeline.csv.gz`` back as a DataFrame of :data:`COLUMNS`."""
+    """A ``JOB.timeline.csv.gz`` back as a DataFrame of :data:`COLUMNS` (and :data:`LAUNCH_COLUMNS` where recorded)."""
     df = pd.read_csv(path)
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
@@ -169,7 +200,8 @@ def capture(job_name: str, out_dir: str | Path, iterations: int = 6, warmup: int
         traced_ms = job.timed_steps(iterations)
     tmp = out_dir / f"{job_name}.trace.json"
     prof.export_chrome_trace(str(tmp))
-    rows = reduce_trace(json.loads(tmp.read_text()))
+    trace = json.loads(tmp.read_text())
+    rows = reduce_trace(trace)
     if keep_trace:
         with open(tmp, "rb") as src, gzip.open(out_dir / f"{job_name}.trace.json.gz", "wb") as dst:
             dst.write(src.read())
@@ -178,6 +210,7 @@ def capture(job_name: str, out_dir: str | Path, iterations: int = 6, warmup: int
         rows.to_csv(f, index=False, float_format="%.3f")
     meta = {"job": job_name, "iterations": iterations, "warmup": warmup, "iter_ms_plain": plain_ms, "iter_ms_traced": traced_ms,
             "events": len(rows), "kernels": int((rows["kind"] == "kernel").sum()), "torch": torch.__version__,
-            "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(), "device_properties": device_properties(trace),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_text_atomic(out_dir / f"{job_name}.timeline.json", json.dumps(meta, indent=1))
     return meta
