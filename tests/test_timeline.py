@@ -13,9 +13,12 @@ from colopred.errors import InputError
 from colopred.measurement.profiling.timeline import (
     COLUMNS,
     LAUNCH_COLUMNS,
+    device_properties,
     read_timeline,
     reduce_trace,
+    resident_blocks_per_sm,
     stream_overlap,
+    timeline_fields,
 )
 from colopred.profile import JobProfile
 
@@ -95,3 +98,64 @@ def test_bad_timelines_and_overlaps_are_refused(tmp_path):
     for v in (0.5, float("nan")):
         with pytest.raises(ValueError, match="stream_overlap"):
             replace(p, stream_overlap=v)
+
+
+LAUNCH = DATA / "timelines" / "launch"
+
+
+def _launch_timeline(job):
+    meta = json.loads((LAUNCH / f"{job}.timeline.json").read_text())
+    return read_timeline(LAUNCH / f"{job}.timeline.csv.gz"), meta
+
+
+def test_the_launch_configuration_is_kept_from_the_raw_trace():
+    raw = json.loads(gzip.open(FIXTURES / "gin-b1024-fp32.trace.json.gz", "rt").read())
+    k = reduce_trace(raw).query("kind == 'kernel'")
+    first = next(e for e in sorted(raw["traceEvents"], key=lambda e: e.get("ts", 0)) if e.get("cat") == "kernel")
+    row = k.iloc[0]
+    a = first["args"]
+    assert row["grid_blocks"] == np.prod(a["grid"]) and row["block_threads"] == np.prod(a["block"])
+    assert (row["registers_per_thread"], row["shared_mem_bytes"], row["est_occupancy_pct"]) == (
+        a["registers per thread"], a["shared memory"], a["est. achieved occupancy %"])
+    assert k[list(LAUNCH_COLUMNS)].notna().all().all()
+    assert reduce_trace(raw).query("kind != 'kernel'")[list(LAUNCH_COLUMNS)].isna().all().all()
+    assert device_properties(raw)["numSms"] == 132 and device_properties({"traceEvents": []}) is None
+
+
+@pytest.mark.parametrize("job", ["gin-b1024-fp32", "gpt2_small-b16-bf16", "resnet50-b64-fp32", "lstm_lm-b64-fp32"])
+def test_resident_blocks_give_cuptis_occupancy_estimate(job):
+    """Where a grid fills every SM and CUPTI gives an occupancy estimate (it gives 0 for some kernels), the estimate is
+    the resident blocks' warps over the SM's warps: the residency limits reproduce it to its integer rounding on H100
+    kernels of several libraries."""
+    tl, meta = _launch_timeline(job)
+    dev = meta["device_properties"]
+    k = tl[tl["kind"] == "kernel"]
+    resident = resident_blocks_per_sm(k["block_threads"], k["registers_per_thread"], k["shared_mem_bytes"], dev)
+    full = (k["grid_blocks"].to_numpy() >= dev["numSms"] * resident) & (k["est_occupancy_pct"].to_numpy() > 0)
+    warps = np.ceil(k["block_threads"].to_numpy() / 32)
+    mine = 100 * resident * warps / (dev["maxThreadsPerMultiprocessor"] / 32)
+    assert full.sum() > 50
+    assert np.abs(mine[full] - k["est_occupancy_pct"].to_numpy()[full]).max() <= 1.0
+
+
+@pytest.mark.parametrize("job", ["gin-b1024-fp32", "dlrm-b512-fp32", "gpt2_small-b32-fp32", "resnet18-b64-fp32", "lstm_lm-b256-fp32"])
+def test_timeline_fields_agree_with_the_ncu_profile(job):
+    """The fields an ncu report gives from launch configurations, computed from the timeline instead: the same to a
+    few points (the two runs may pick different kernels; ncu measures occupancy, CUPTI estimates it)."""
+    tl, meta = _launch_timeline(job)
+    f = timeline_fields(tl, meta["iterations"], meta["device_properties"])
+    p = JobProfile.from_json(DATA / "profiles" / "ncu" / f"{job}.json")
+    assert f["kernels_per_iteration"] == pytest.approx(p.kernels_per_iteration, rel=0.1)
+    assert f["stream_overlap"] == pytest.approx(p.stream_overlap, abs=0.1)
+    assert f["sm_fill_pct"] == pytest.approx(p.sm_fill_pct, abs=6)
+    assert f["launch_fill_pct"] == pytest.approx(p.launch_fill_pct, abs=5)
+    assert f["mps_wait_us"] == pytest.approx(p.mps_wait_us, rel=0.3)
+
+
+def test_a_timeline_without_launch_configurations_gives_counts_only():
+    old = read_timeline(TIMELINES / "gin-b1024-fp32.timeline.csv.gz")
+    f = timeline_fields(old, 6, {"numSms": 132})
+    assert f["kernels_per_iteration"] == 302 and f["stream_overlap"] == pytest.approx(1.0)
+    assert f["sm_fill_pct"] is None and f["mps_wait_us"] is None and f["launch_fill_pct"] is None
+    with pytest.raises(ValueError, match="iterations"):
+        timeline_fields(old, 0, None)

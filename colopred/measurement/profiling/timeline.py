@@ -214,3 +214,77 @@ def capture(job_name: str, out_dir: str | Path, iterations: int = 6, warmup: int
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_text_atomic(out_dir / f"{job_name}.timeline.json", json.dumps(meta, indent=1))
     return meta
+
+
+# Residency limits of one SM used to turn a launch configuration into waves (CUDA C++ Programming Guide, "Compute
+# Capabilities", Table 24, for compute capability 8.x and 9.x, and the CUDA Occupancy Calculator's allocation rules):
+# registers are allocated per warp in units of 256, shared memory per block in units of 128 bytes plus 1 KiB the
+# runtime reserves, at most 32 resident blocks. Checked against CUPTI's own occupancy estimate on recorded H100
+# traces (tests/test_timeline.py).
+MAX_BLOCKS_PER_SM = 32
+REGISTER_ALLOCATION_UNIT = 256
+SHARED_MEM_ALLOCATION_UNIT_BYTES = 128
+SHARED_MEM_RESERVED_PER_BLOCK_BYTES = 1024
+
+
+def resident_blocks_per_sm(block_threads: np.ndarray, registers_per_thread: np.ndarray, shared_mem_bytes: np.ndarray,
+                           device: dict[str, Any]) -> np.ndarray:
+    """How many blocks of each launch configuration one SM holds at once (≥ 1; NaN where the configuration is unknown),
+    the least of the limits by warps, registers, shared memory and MAX_BLOCKS_PER_SM. ``device``: a trace's
+    :func:`device_properties` (warpSize, maxThreadsPerMultiprocessor, regsPerMultiprocessor, sharedMemPerMultiprocessor)."""
+    warp = float(device.get("warpSize", 32))
+    warps = np.ceil(np.asarray(block_threads, float) / warp)
+    by_warps = np.floor(float(device["maxThreadsPerMultiprocessor"]) / warp / warps)
+    regs_per_warp = np.ceil(np.asarray(registers_per_thread, float) * warp / REGISTER_ALLOCATION_UNIT) * REGISTER_ALLOCATION_UNIT
+    with np.errstate(divide="ignore", invalid="ignore"):
+        by_regs = np.where(regs_per_warp > 0, np.floor(np.floor(float(device["regsPerMultiprocessor"]) / regs_per_warp) / warps),
+                           MAX_BLOCKS_PER_SM)
+        smem = np.asarray(shared_mem_bytes, float)
+        per_block = np.ceil((smem + SHARED_MEM_RESERVED_PER_BLOCK_BYTES) / SHARED_MEM_ALLOCATION_UNIT_BYTES) * SHARED_MEM_ALLOCATION_UNIT_BYTES
+        by_smem = np.where(smem > 0, np.floor(float(device["sharedMemPerMultiprocessor"]) / per_block), MAX_BLOCKS_PER_SM)
+    blocks = np.minimum.reduce([by_warps, by_regs, by_smem, np.full(warps.shape, float(MAX_BLOCKS_PER_SM))])
+    return np.where(np.isfinite(blocks), np.maximum(blocks, 1.0), np.nan)
+
+
+def launch_table(timeline: pd.DataFrame, device: dict[str, Any]) -> pd.DataFrame:
+    """The timeline's kernels as the kernel table an ncu report gives (``duration_ns``, ``waves_per_sm``,
+    ``occupancy_pct``), for ``ncu_profile.kernel_metrics``: waves = grid blocks / (SMs x resident blocks per SM),
+    occupancy = the warps of min(resident blocks, grid blocks / SMs) over the SM's warps (what the grid can hold
+    resident; ncu measures the achieved occupancy). CUPTI's own estimate is not used: it is 0 for many kernels
+    (those with thread-block clusters or opt-in shared memory among them). Kernels recorded without a launch
+    configuration are left out; an empty table if none has one."""
+    k = timeline[timeline["kind"] == "kernel"]
+    if not set(LAUNCH_COLUMNS) <= set(k.columns):
+        return pd.DataFrame(columns=["duration_ns", "waves_per_sm", "occupancy_pct"])
+    k = k[np.isfinite(k[list(LAUNCH_COLUMNS)].to_numpy(float)).all(axis=1)]
+    resident = resident_blocks_per_sm(k["block_threads"].to_numpy(float), k["registers_per_thread"].to_numpy(float),
+                                      k["shared_mem_bytes"].to_numpy(float), device)
+    blocks_per_sm = k["grid_blocks"].to_numpy(float) / float(device["numSms"])
+    warps = np.ceil(k["block_threads"].to_numpy(float) / float(device.get("warpSize", 32)))
+    max_warps = float(device["maxThreadsPerMultiprocessor"]) / float(device.get("warpSize", 32))
+    return pd.DataFrame({"duration_ns": 1e3 * k["dur_us"].to_numpy(float), "waves_per_sm": blocks_per_sm / resident,
+                         "occupancy_pct": 100.0 * np.minimum(resident, blocks_per_sm) * warps / max_warps})
+
+
+TIMELINE_FIELDS = ("kernels_per_iteration", "stream_overlap", "sm_fill_pct", "launch_fill_pct", "mps_wait_us")
+"""The JobProfile fields a timeline gives (:func:`timeline_fields`): those an ncu report gives from the kernels'
+launch configurations and durations, without ncu's counters."""
+
+
+def timeline_fields(timeline: pd.DataFrame, iterations: int, device: dict[str, Any] | None) -> dict[str, float | None]:
+    """:data:`TIMELINE_FIELDS` of a solo timeline of ``iterations`` iterations: kernels per iteration, the stream
+    overlap (:func:`stream_overlap`), and, where the kernels carry their launch configuration and ``device`` its
+    properties, the SM fill, the per-launch fill and the MPS wait that ``ncu_profile.kernel_metrics`` computes from
+    an ncu report (None otherwise)."""
+    from .ncu_profile import kernel_metrics
+
+    if iterations < 1:
+        raise ValueError(f"iterations must be at least 1, got {iterations}")
+    n_kernels = int((timeline["kind"] == "kernel").sum())
+    out: dict[str, float | None] = {"kernels_per_iteration": n_kernels / iterations, "stream_overlap": stream_overlap(timeline),
+                                    "sm_fill_pct": None, "launch_fill_pct": None, "mps_wait_us": None}
+    table = launch_table(timeline, device) if device else None
+    if table is not None and len(table):
+        km = kernel_metrics(table)
+        out.update({f: km.get(f) for f in ("sm_fill_pct", "launch_fill_pct", "mps_wait_us")})
+    return out
