@@ -1,27 +1,27 @@
 #!/usr/bin/env python3
-"""Set ``stream_overlap`` in shipped profiles from the jobs' solo timelines.
+"""Set the timeline fields of shipped profiles from the jobs' solo timelines.
 
 For every ``PROFILES/<job>.json`` with a ``TIMELINES/<job>.timeline.csv.gz`` (written on the GPU by
-``python -m colopred.measurement.profiling.timeline JOB``; see the data card), compute
-``colopred.measurement.profiling.timeline.stream_overlap`` and write it into the profile; no other field
-changes. Profiles without a timeline are left as they are (overlap unknown, counted as 1).
+``colopred profile timeline``; see the data card), set what ``colopred profile add-timeline`` sets
+(``colopred.measurement.profiling.timeline.with_timeline``): the stream overlap of an ncu profile; for a GPM profile
+also its kernel count and MPS wait. No other field changes. Profiles without a timeline are left as they are.
 
   python scripts/add_timelines.py [--profiles datasets/h100/profiles/ncu] [--timelines datasets/h100/timelines] [--check]
+  python scripts/add_timelines.py --profiles datasets/h100/profiles/nvml --timelines datasets/h100/timelines/launch
 
-``--check`` writes nothing and exits 1 if any profile's value differs from its timeline's.
+``--check`` writes nothing and exits 1 if any profile's values differ from its timeline's.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from colopred.measurement.profiling.timeline import overlap_of  # noqa: E402
+from colopred.measurement.profiling.timeline import with_timeline  # noqa: E402
 from colopred.profile import JobProfile  # noqa: E402
 
 
@@ -38,13 +38,15 @@ def main() -> None:
         if not tl.exists():
             print(f"{p.name}: no timeline, left as is")
             continue
-        overlap = overlap_of(tl)
-        if p.stream_overlap == overlap:
+        new = with_timeline(p, tl)
+        changed = {f: (getattr(p, f), getattr(new, f)) for f in ("stream_overlap", "kernels_per_iteration", "mps_wait_us")
+                   if getattr(p, f) != getattr(new, f)}
+        if not changed:
             continue
         stale += 1
-        print(f"{p.name}: stream_overlap {p.stream_overlap} -> {overlap}")
+        print(f"{p.name}: " + ", ".join(f"{k} {old} -> {v}" for k, (old, v) in changed.items()))
         if not a.check:
-            replace(p, stream_overlap=overlap).to_json(path)
+            new.to_json(path)
     if a.check and stale:
         sys.exit(f"{stale} profile(s) out of date: run scripts/add_timelines.py")
     print("up to date" if a.check else f"{stale} profile(s) updated")

@@ -6,7 +6,8 @@ For every ``PROFILES/*.json`` of source ``nvml``, rebuild the profile with
 time-weighted GPM counters of its timed run), measured iteration time, iteration count, peak memory, GPU and
 meta, and check that every field the profile already has comes out the same (to 1e-9 relative). Only then is
 the file rewritten, with any field the current profiler adds (``sm_fill_pct``: SM activity over graphics
-activity). No measurement is changed: new fields are computed from the recorded counters.
+activity). No measurement is changed: new fields are computed from the recorded counters. The fields a solo
+timeline set (``runtime.sources.GPM_TIMELINE_FIELDS``, ``scripts/add_timelines.py``) are carried over as they are.
 
   python scripts/reprofile_nvml.py [--profiles datasets/h100/profiles/nvml] [--check]
 """
@@ -23,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 from colopred.errors import InputError  # noqa: E402
 from colopred.measurement.profiling.nvml_profile import profile_from_gpm_averages  # noqa: E402
 from colopred.profile import JobProfile  # noqa: E402
+from colopred.runtime.sources import GPM_TIMELINE_FIELDS  # noqa: E402
 from scripts.reprofile_ncu import unchanged  # noqa: E402
 
 
@@ -32,6 +34,7 @@ def rebuild(old: JobProfile, path: Path) -> JobProfile:
         raise InputError(path, "GPM profile without its recorded counters (meta.gpm): cannot be rebuilt")
     new = profile_from_gpm_averages(gpm, name=old.name, gpu=old.gpu, iteration_ms=old.iteration_ms,
                                     iterations=old.iterations_profiled, peak_memory_gib=old.peak_memory_gib, meta=old.meta)
+    new = new.with_(**{f: getattr(old, f) for f in GPM_TIMELINE_FIELDS})
     return unchanged(old, new, path)
 
 

@@ -135,7 +135,7 @@ def test_profile_overlap_from_a_torch_trace_or_a_timeline(tmp_path, capsys):
     gin = str(Path(P1).parent / "gin-b1024-fp32.json")
     out = tmp_path / "gin.json"
     code, _, err = run(capsys, "profile", "overlap", gin, "--timeline", FIXTURES / "gin-b1024-fp32.trace.json.gz", "-o", out)
-    assert code == 0 and "stream overlap" in err
+    assert code == 0 and "stream_overlap" in err
     expect = stream_overlap(read_timeline(timelines / "gin-b1024-fp32.timeline.csv.gz"))
     assert JobProfile.from_json(out).stream_overlap == pytest.approx(expect, abs=1e-6)
     lstm = str(Path(P1).parent / "lstm_lm-b512-bf16.json")
@@ -190,3 +190,42 @@ def test_python_dash_m_colopred_is_the_cli():
 
     r = subprocess.run([sys.executable, "-m", "colopred", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "predict" in r.stdout and "profile" in r.stdout and "measure" in r.stdout
+
+
+def test_add_timeline_completes_a_gpm_profile(tmp_path, capsys):
+    """`colopred profile add-timeline` sets a GPM profile's kernel count, stream overlap and MPS wait from the job's
+    solo timeline (recorded on our H100 with launch configurations), as timeline_fields computes them; it refuses,
+    in one line naming the file and leaving the output untouched, a timeline without launch configurations, a raw
+    trace without --iterations, and a table without its .json."""
+    import shutil as _shutil
+
+    from colopred.measurement.profiling.timeline import read_timeline, timeline_fields
+
+    launch = DATA / "timelines" / "launch"
+    gpm = JobProfile.from_json(DATA / "profiles" / "nvml" / "gin-b1024-fp32.json").with_(
+        kernels_per_iteration=None, mps_wait_us=None, stream_overlap=None)
+    src = tmp_path / "gin-gpm.json"
+    gpm.to_json(src)
+    out = tmp_path / "out.json"
+    code, _, err = run(capsys, "profile", "add-timeline", src, "--timeline", launch / "gin-b1024-fp32.timeline.csv.gz", "-o", out)
+    meta = json.loads((launch / "gin-b1024-fp32.timeline.json").read_text())
+    expect = timeline_fields(read_timeline(launch / "gin-b1024-fp32.timeline.csv.gz"), meta["iterations"], meta["device_properties"])
+    got = JobProfile.from_json(out)
+    assert code == 0 and "mps_wait_us" in err
+    assert got.kernels_per_iteration == expect["kernels_per_iteration"] == 302
+    assert got.mps_wait_us == pytest.approx(expect["mps_wait_us"]) and got.stream_overlap == pytest.approx(1.0)
+    assert got.launch_fill_pct is None and got.busy_fraction == gpm.busy_fraction and got.sm_fill_pct == gpm.sm_fill_pct
+    assert got.meta["timeline_fields_from"] == "gin-b1024-fp32.timeline.csv.gz"
+    out.write_text("kept")
+    lone = tmp_path / "alone.timeline.csv.gz"
+    _shutil.copy(launch / "gin-b1024-fp32.timeline.csv.gz", lone)
+    for timeline, extra, msg in ((DATA / "timelines" / "gin-b1024-fp32.timeline.csv.gz", [], "no launch configuration"),
+                                 (FIXTURES / "gin-b1024-fp32.trace.json.gz", [], "give --iterations N"),
+                                 (lone, [], "alone.timeline.json: unreadable or missing")):
+        code, _, err = run(capsys, "profile", "add-timeline", src, "--timeline", timeline, *extra, "-o", out)
+        assert code != 0 and msg in err and len(err.strip().splitlines()) == 1, err
+    assert out.read_text() == "kept"
+    # the raw trace with the number of iterations it holds: the launch configurations CUPTI recorded are read
+    code, _, err = run(capsys, "profile", "add-timeline", src, "--timeline", FIXTURES / "gin-b1024-fp32.trace.json.gz",
+                       "--iterations", "6", "-o", out)
+    assert code == 0 and JobProfile.from_json(out).kernels_per_iteration == 302

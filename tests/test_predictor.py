@@ -230,10 +230,12 @@ def test_non_model_files_are_refused(tmp_path):
 
 
 def test_gpm_profiles_leave_kernel_level_features_missing_not_zero(profiles):
-    """A GPM profile has no MPS wait, no per-launch fill and no kernel DRAM distribution: its own and its
+    """A GPM profile from counters alone has no MPS wait, no per-launch fill and no kernel DRAM distribution: its own and its
     partners' features built on them are missing (NaN), every other feature is filled (its SM fill is SM
     activity over graphics activity, from its own GPM counters), and the baseline's wait term counts as 0."""
-    gpm = JobProfile.from_json(DATA / "profiles" / "nvml" / "vgg16-b32-fp32.json")
+    shipped = JobProfile.from_json(DATA / "profiles" / "nvml" / "vgg16-b32-fp32.json")
+    assert shipped.mps_wait_us is not None and shipped.kernels_per_iteration is not None  # from its solo timeline
+    gpm = shipped.with_(mps_wait_us=None, kernels_per_iteration=None, stream_overlap=None)  # counters alone
     assert gpm.mps_wait_us is None and gpm.launch_fill_pct is None and "dram_pct" not in gpm.distributions
     counters = gpm.meta["gpm"]
     assert gpm.sm_fill_pct == pytest.approx(min(100.0, counters["sm_util_pct"] / counters["graphics_util_pct"] * 100), rel=1e-12)
@@ -285,11 +287,11 @@ def test_gpm_profiles_get_the_gpm_model_and_the_ncu_model_refuses_them(profiles)
             g.rank_partners(ncu[0], [gpm[1]])
         with pytest.raises(ValueError, match="an NVML GPM profile"):
             Predictor.default(mode).pack([ncu[0], gpm[1]], n_gpus=1)
-    with pytest.warns(UserWarning, match=r"predicted from GPM profiles under MPS.*cross-validated error is 10% \(leave-arch\)"):
+    with pytest.warns(UserWarning, match=r"predicted from GPM profiles under MPS.*cross-validated error is 7% \(leave-arch\)"):
         p = Predictor.for_profiles("mps", gpm).predict(gpm)
     assert min(p.slowdown) > 1.05 and all(lo <= s <= hi for s, (lo, hi) in zip(p.slowdown, p.interval))
     three = [*gpm, JobProfile.from_json(DATA / "profiles" / "nvml" / "vgg16-b32-fp32.json")]
-    with pytest.warns(UserWarning, match=r"error is 16% \(pairs->triples\)"):
+    with pytest.warns(UserWarning, match=r"error is 9% \(pairs->triples\)"):
         Predictor.for_profiles("mps", three).predict_many([three])
 
 
@@ -297,7 +299,7 @@ def test_mps_share_load_splits_each_pair_by_who_holds_the_sms_longer(profiles):
     """contention_load(kind="mps_share") = min(1, busy_j) · Σ_{k≠j} busy_k · fill_k · 2(u_k + ε)/(u_j + u_k + 2ε),
     u = busy · mps_wait_us, fill = sm_fill_pct / 100, computed per co-runner (not from aggregates): equal waits
     give the fill-weighted symmetric load, the job of longer kernels loses less of its time, its partner more;
-    a GPM co-runner (no wait) shares evenly, weighted by its SM fill from GPM counters."""
+    a co-runner without a wait (a GPM profile from counters alone) shares evenly, weighted by its SM fill."""
     from colopred.constants import SHARE_EPS_US
     from colopred.runtime.baseline import contention_load
 
@@ -316,7 +318,7 @@ def test_mps_share_load_splits_each_pair_by_who_holds_the_sms_longer(profiles):
     twin = feature_frame([[jobs[2], jobs[2].with_(name="twin")]])
     T = twin[list(FEATURES)].to_numpy()
     assert contention_load(T, "mps_share") == pytest.approx(contention_load(T) * jobs[2].sm_fill_pct / 100)
-    gpm = JobProfile.from_json(DATA / "profiles" / "nvml" / "vgg16-b32-fp32.json")
+    gpm = JobProfile.from_json(DATA / "profiles" / "nvml" / "vgg16-b32-fp32.json").with_(mps_wait_us=None)  # counters alone
     G = feature_frame([[jobs[2], gpm]]).set_index("job")
     assert contention_load(G.loc[["resnet18-b64-fp32"], list(FEATURES)].to_numpy(), "mps_share") == pytest.approx(
         contention_load(G.loc[["resnet18-b64-fp32"], list(FEATURES)].to_numpy()) * gpm.sm_fill_pct / 100)
@@ -505,3 +507,30 @@ def test_predict_many_gives_every_slot_its_own_prediction_whatever_the_layout(pr
     for row, r in zip(idx, s):
         members = [jobs[i] for i in row if i >= 0]
         assert r[row >= 0] == pytest.approx(pr.predict(members).slowdown, rel=1e-9)
+
+
+def test_the_gpm_model_refuses_a_gpm_profile_without_its_timeline_fields():
+    """The GPM model reads the kernel count and MPS wait a solo timeline gives (runtime.sources.GPM_TIMELINE_FIELDS):
+    a GPM profile from counters alone is refused, naming the profile, what it lacks and the command that adds it,
+    in every entry point; with the fields back it predicts."""
+    from colopred.runtime.sources import missing_timeline_fields
+
+    nvml = [JobProfile.from_json(DATA / "profiles" / "nvml" / f"{n}.json") for n in ("resnet18-b64-fp32", "gpt2_small-b8-bf16")]
+    bare = nvml[1].with_(kernels_per_iteration=None, mps_wait_us=None, stream_overlap=None)
+    assert missing_timeline_fields(bare) == ("kernels_per_iteration", "mps_wait_us") and missing_timeline_fields(nvml[1]) == ()
+    assert missing_timeline_fields(nvml[1].with_(stream_overlap=None)) == ()  # a missing overlap counts as 1
+    for mode in ("timeslice", "mps"):
+        g = Predictor.for_profiles(mode, nvml)
+        assert "t_log_kernels" in g.model.features_
+        msg = r"gpt2_small-b8-bf16 is a GPM profile without kernels_per_iteration and mps_wait_us.*colopred profile add-timeline"
+        with pytest.raises(ValueError, match=msg):
+            g.predict([nvml[0], bare])
+        with pytest.raises(ValueError, match=msg):
+            g.predict_many([[nvml[0], bare]])
+        with pytest.raises(ValueError, match=msg):
+            g.rank_partners(nvml[0], [bare])
+        with pytest.raises(ValueError, match=msg):
+            g.pack([nvml[0], bare], n_gpus=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert min(g.predict(nvml).slowdown) > 1.0

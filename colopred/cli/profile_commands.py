@@ -92,21 +92,19 @@ def cmd_retime(a) -> int:
     return 0
 
 
-def cmd_overlap(a) -> int:
+def cmd_add_timeline(a) -> int:
     from ..io import check_output
-    from ..measurement.profiling.timeline import overlap_of
+    from ..measurement.profiling.timeline import with_timeline
     from ..profile import JobProfile
+    from ..runtime.sources import GPM_TIMELINE_FIELDS
     from . import log_of
 
     check_output(a.output, a.timeline)
     p = JobProfile.from_json(a.profile)
-    overlap = overlap_of(a.timeline)
-    try:
-        new = replace(p, stream_overlap=overlap)
-    except ValueError as e:
-        raise InputError(a.timeline, f"gives a stream overlap the profile cannot hold ({e})") from None
+    new = with_timeline(p, a.timeline, a.iterations)
     new.to_json(a.output)
-    log_of(a)(f"wrote {a.output}: {p.name} stream overlap {overlap:.3f} (kernel time / time a kernel runs, from {a.timeline})")
+    fields = GPM_TIMELINE_FIELDS if p.source == "nvml" else ("stream_overlap",)
+    log_of(a)(f"wrote {a.output}: {p.name} " + ", ".join(f"{f} {getattr(new, f):.3f}" for f in fields) + f" (from {a.timeline})")
     return 0
 
 
@@ -155,7 +153,8 @@ def cmd_nvml(a) -> int:
 
     cmd, name = _target_command(a)
     check_output(a.output)
-    p = profile_command_gpm(cmd, name=name, warmup=a.warmup, timing_iters=a.timing_iters, interval_s=a.interval)
+    p = profile_command_gpm(cmd, name=name, warmup=a.warmup, timing_iters=a.timing_iters, interval_s=a.interval,
+                            timeline=not a.no_timeline, log=log_of(a))
     p.to_json(a.output)
     log_of(a)(f"wrote {a.output}")
     return 0
@@ -204,12 +203,15 @@ def add_commands(sub) -> None:
                    help="solo iteration time in milliseconds, measured alone on the target machine (kernel time is kept)")
     p.add_argument("-o", "--output", required=True, help="profile JSON to write (may be the input)")
 
-    p = command(psub, "overlap", "set a profile's stream overlap from the job's solo timeline", cmd_overlap)
-    p.add_argument("profile", help="profile JSON")
-    p.add_argument("--timeline", required=True,
-                   help="the job's solo timeline: a torch.profiler Chrome trace with CUDA activity (.json, .json.gz) or "
-                        "`colopred profile timeline`'s table (.csv.gz)")
-    p.add_argument("-o", "--output", required=True, help="profile JSON to write (may be the input)")
+    for name in ("add-timeline", "overlap"):  # "overlap": the command's name before it also completed GPM profiles
+        p = command(psub, name, "set a profile's fields from the job's solo timeline: the stream overlap; for a GPM profile "
+                    "also the kernel count and MPS wait its model reads", cmd_add_timeline)
+        p.add_argument("profile", help="profile JSON")
+        p.add_argument("--timeline", required=True,
+                       help="the job's solo timeline: a torch.profiler Chrome trace with CUDA activity (.json, .json.gz) or "
+                            "`colopred profile timeline`'s table (.csv.gz, with its .json beside it)")
+        p.add_argument("--iterations", type=int, help="training iterations the trace holds (a GPM profile from a trace)")
+        p.add_argument("-o", "--output", required=True, help="profile JSON to write (may be the input)")
 
     for name, helptext in (("run", "profile a command under ncu (GPU)"), ("nvml", "profile a command with NVML GPM counters (GPU)")):
         p = command(psub, name, helptext, cmd_run if name == "run" else cmd_nvml)
@@ -228,6 +230,9 @@ def add_commands(sub) -> None:
         else:
             p.add_argument("--timing-iters", type=int, default=50, help="iterations timed while sampling")
             p.add_argument("--interval", type=float, default=0.1, help="GPM sampling interval, s")
+            p.add_argument("--no-timeline", action="store_true",
+                           help="skip the traced run that gives the kernel count and MPS wait (the GPM model then refuses "
+                                "the profile until `colopred profile add-timeline` adds them)")
         p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ... (its loop uses colopred.window.ProfileWindow)")
 
     p = command(psub, "timeline", "record a zoo job's solo timeline with torch.profiler (GPU)", cmd_timeline)

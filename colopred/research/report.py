@@ -109,9 +109,10 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         *([] if ds.profile_source == "ncu" else [
             "**Profiles: NVML GPM** (`profiles/nvml`, `colopred profile nvml`): the same measured sets and slowdowns, each "
             "job described by its GPM profile instead of its ncu profile. A GPM profile has busy fraction, DRAM "
-            "utilisation, occupancy, SM fill (SM activity over graphics activity), iteration time and peak memory; no "
-            "kernel count, per-launch fill, MPS wait or kernel distributions, so the trees see only "
-            "`runtime.sources.gpm_model_features` and the baseline's wait terms are 0 (`docs/model.md`, \"GPM profiles\").",
+            "utilisation, occupancy, SM fill (SM activity over graphics activity), iteration time and peak memory from "
+            "the counters, and the kernel count, stream overlap and MPS wait from a solo torch.profiler timeline of the "
+            "job (`colopred profile add-timeline`; `timelines/launch`); no per-launch fill or per-kernel DRAM "
+            "distribution, so the trees see `runtime.sources.gpm_model_features` (`docs/model.md`, \"GPM profiles\").",
             ""]),
         "Inputs: " + ("each window's jobs are described by their profiles re-timed (`JobProfile.retimed`) to the solo "
                       "iteration time its slowdowns are measured against (the job's solo windows just before and after it "
@@ -160,7 +161,9 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
                   "before the lock (the MPS wait's γ and half-wave threshold, ε, the wait gate, the tree settings) were "
                   "chosen again on the development rows alone (`scripts/dev_constants.py`): every value kept but the wait gate, since 1/3; the "
                   "design (which terms and tree features the model has; for GPM profiles the SM fill from GPM counters) "
-                  "was settled on every architecture before the lock. Noise "
+                  "was settled on every architecture before the lock, but for the fields GPM profiles take from a solo "
+                  "timeline (kernel count, stream overlap, MPS wait), chosen on the development rows "
+                  "(`reports/h100/gpm_timeline`). Noise "
                   "floor: the MAPE of predicting each measured slowdown by the mean of the other measurements of the same "
                   "job in the same set (same mode, any machine), over the test rows measured more than once "
                   "(`rows_repeated_pct` of them), beside colopred's MAPE on those same rows. The repeated sets are not a "

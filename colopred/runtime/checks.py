@@ -30,7 +30,7 @@ import numpy as np
 from ..constants import MAX_SET_SIZE
 from ..profile import JobProfile
 from .features import BASE, index_sets, profile_matrix
-from .sources import mixed_sources_message
+from .sources import missing_timeline_fields, mixed_sources_message
 
 if TYPE_CHECKING:  # pragma: no cover
     from .predictor import Predictor
@@ -141,6 +141,13 @@ def check_profile_sources(predictor: "Predictor", profiles: Sequence[JobProfile]
     source = getattr(predictor, "profile_source", "ncu")
     wrong = next((p for p in profiles if p.source != source), None)
     if wrong is None:
+        if source == "nvml" and "t_log_kernels" in getattr(predictor.model, "features_", ()):
+            for p in profiles:
+                lacks = missing_timeline_fields(p)
+                if lacks:
+                    raise ValueError(f"profile {p.name} is a GPM profile without {' and '.join(lacks)}, which the GPM model "
+                                     "reads: add them from a solo timeline of the job (colopred profile add-timeline PROFILE "
+                                     "--timeline TRACE -o PROFILE; README, 'Cheap profiles'), or use its ncu profile")
         return
     right = next((p for p in profiles if p.source == source), None)
     if right is not None:  # a set mixing both kinds

@@ -1,18 +1,19 @@
 """Which profiles a model reads: Nsight Compute (``ncu``) or NVML GPM (``nvml``) profiles.
 
 A GPM profile (``colopred profile nvml``) holds averages over wall time of the GPU's counters: busy fraction,
-DRAM utilisation, occupancy, SM fill (SM activity over graphics activity), iteration time and peak memory. It
-has no kernel count, so no mean kernel time, no per-launch fill, no MPS wait and no per-kernel distributions.
-A model for GPM profiles (manifest ``profile_source`` ``nvml``) is trained on the GPM profiles of the measured
-jobs, and its trees see only :func:`gpm_model_features`.
+DRAM utilisation, occupancy, SM fill (SM activity over graphics activity), iteration time and peak memory. Counters
+cannot count kernels, so the GPM model also reads :data:`GPM_TIMELINE_FIELDS` (kernel count, stream overlap, MPS
+wait), which ``colopred profile add-timeline`` takes from a solo torch.profiler timeline of the job (no counters,
+no elevated rights): from GPM counters alone the model errs 10.4% under MPS leave-architecture-out, with the timeline
+7.5% (``docs/model.md``, "GPM profiles"). A model for GPM profiles (manifest ``profile_source`` ``nvml``) is trained
+on the GPM profiles of the measured jobs, and its trees see only :func:`gpm_model_features`.
 
 Each model reads the profiles it was trained on, and only those
 (:func:`colopred.runtime.checks.check_profile_sources`): the ncu model predicts from kernel-level features a
-GPM profile lacks (from GPM profiles it predicted speed-ups under MPS where the jobs slow down by half), and
-the same fields measured by ncu and by GPM differ enough (occupancy per active SM, SM fill by waves or by SM
-activity) that the GPM model fed the GPM-observable fields of ncu profiles errs 18.8% under MPS
-leave-architecture-out, against 10.4% from GPM profiles (``docs/model.md``, "GPM profiles"). A set mixing
-both is refused: take the GPM profile of every job (``colopred profile nvml``, seconds per job).
+GPM profile lacks, and the same fields measured by ncu and by GPM differ enough (occupancy per active SM, SM fill
+by waves or by SM activity) that the GPM model fed the GPM-observable fields of ncu profiles errs far more than on
+GPM profiles. A set mixing both is refused: take the GPM profile of every job (``colopred profile nvml``, seconds
+per job), or its ncu profile.
 """
 
 from __future__ import annotations
@@ -24,9 +25,19 @@ from .features import model_features
 PROFILE_SOURCES = ("ncu", "nvml")
 """``JobProfile.source`` values, and a manifest's ``profile_source``: the profiles a model was trained on."""
 
-GPM_LACKS = ("log_kernels", "mean_kernel_us", "busy_mps_wait_us", "dram_util_p25", "launch_fill")
-"""Base features (``features.BASE``) a GPM profile cannot give: it has no kernel count (``features.base_vector``
-counts 0 launches and 0 µs per kernel), no MPS wait, no per-kernel distribution and no per-launch fill (missing)."""
+GPM_LACKS = ("dram_util_p25", "launch_fill")
+"""Base features (``features.BASE``) the GPM model does not read: the DRAM share of each kernel needs ncu's
+counters; the per-launch fill, which a timeline gives, made the GPM model no better on the development rows
+(``reports/h100/gpm_timeline``)."""
+
+GPM_TIMELINE_FIELDS = ("kernels_per_iteration", "stream_overlap", "mps_wait_us")
+"""JobProfile fields a GPM profile takes from the job's solo timeline (``colopred profile add-timeline``): the GPM
+model reads them, and refuses a GPM profile without them (:func:`missing_timeline_fields`)."""
+
+
+def missing_timeline_fields(profile) -> tuple[str, ...]:
+    """The :data:`GPM_TIMELINE_FIELDS` a GPM profile lacks (the stream overlap may be missing: it then counts as 1)."""
+    return tuple(f for f in GPM_TIMELINE_FIELDS if f != "stream_overlap" and getattr(profile, f) is None)
 
 
 def gpm_model_features(mode: str | None = None) -> tuple[str, ...]:

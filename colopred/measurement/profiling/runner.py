@@ -63,11 +63,12 @@ def _window_env(mode: str, warmup: int, iters: int, result: Path, trace: Path | 
 TIMELINE_ITERS = 6  # iterations traced for the stream overlap, as `colopred profile timeline`
 
 
-def run_overlap(cmd: list[str], *, warmup: int = 10, iters: int = TIMELINE_ITERS, timeout: float = 900) -> float | None:
-    """The stream overlap of ``cmd`` from its solo timeline: ``iters`` iterations after ``warmup`` traced with
-    torch.profiler (CUDA activity), reduced by :func:`timeline.overlap_of`. None where the trace holds no GPU
-    kernel (a job run without a GPU)."""
-    from .timeline import overlap_of
+def run_timeline(cmd: list[str], source: str = "ncu", *, warmup: int = 10, iters: int = TIMELINE_ITERS,
+                 timeout: float = 900) -> dict[str, float] | None:
+    """What ``cmd``'s solo timeline gives a profile of ``source`` (:func:`timeline.fields_for_profile`: the stream
+    overlap; for a GPM profile also the kernel count and MPS wait): ``iters`` iterations after ``warmup`` traced with
+    torch.profiler (CUDA activity). None where the trace holds no GPU kernel (a job run without a GPU)."""
+    from .timeline import fields_for_profile, has_kernels, load_timeline
 
     with tempfile.TemporaryDirectory() as d:
         result, trace = Path(d) / "window.json", Path(d) / "trace.json"
@@ -75,12 +76,15 @@ def run_overlap(cmd: list[str], *, warmup: int = 10, iters: int = TIMELINE_ITERS
         _read_result(result, cmd, p)
         if not trace.exists():
             raise GpuError(f"{' '.join(cmd)!r}: the traced run wrote no timeline")
-        try:
-            return overlap_of(trace)
-        except InputError as e:
-            if "no GPU kernel" in e.problem:
-                return None
-            raise
+        if not has_kernels(trace):
+            return None
+        return fields_for_profile(trace, source, iters)
+
+
+def run_overlap(cmd: list[str], *, warmup: int = 10, iters: int = TIMELINE_ITERS, timeout: float = 900) -> float | None:
+    """The stream overlap of ``cmd`` from its solo timeline (:func:`run_timeline`); None where it runs no GPU kernel."""
+    fields = run_timeline(cmd, "ncu", warmup=warmup, iters=iters, timeout=timeout)
+    return None if fields is None else fields["stream_overlap"]
 
 
 def _read_result(result: Path, cmd: list[str], proc: subprocess.CompletedProcess) -> dict[str, Any]:
@@ -157,8 +161,25 @@ def profile_command(cmd: list[str], *, name: str, iterations: int = 1, warmup: i
 
 
 def profile_command_gpm(cmd: list[str], *, name: str, warmup: int = 10, timing_iters: int = 50, interval_s: float = 0.1,
-                        meta: dict[str, Any] | None = None) -> JobProfile:
-    """One timed run of ``cmd`` while sampling GPM every ``interval_s`` -> ``JobProfile`` (source ``nvml``)."""
+                        meta: dict[str, Any] | None = None, timeline: bool = True, log=lambda s: None) -> JobProfile:
+    """One timed run of ``cmd`` while sampling GPM every ``interval_s``, then (``timeline``) a traced run for the kernel
+    count, stream overlap and MPS wait the GPM model reads -> ``JobProfile`` (source ``nvml``)."""
+    p = _gpm_profile(cmd, name=name, warmup=warmup, timing_iters=timing_iters, interval_s=interval_s, meta=meta)
+    log(f"{name}: GPM counters over {p.iterations_profiled} iterations of {p.iteration_ms:.2f} ms")
+    if not timeline:
+        return p
+    fields = run_timeline(cmd, "nvml", warmup=warmup)
+    if fields is None:
+        log(f"{name}: no GPU kernel in the solo timeline: kernel count and MPS wait left out")
+        return p
+    log(f"{name}: {fields['kernels_per_iteration']:.0f} kernels per iteration, MPS wait {fields['mps_wait_us']:.1f} µs "
+        f"from a solo timeline of {TIMELINE_ITERS} iterations")
+    return p.with_(**fields, meta={**p.meta, "timeline_fields_from": f"torch.profiler solo timeline, {TIMELINE_ITERS} "
+                                                                     f"iterations after {warmup}"})
+
+
+def _gpm_profile(cmd: list[str], *, name: str, warmup: int, timing_iters: int, interval_s: float,
+                 meta: dict[str, Any] | None) -> JobProfile:
     from ..nvml import Nvml
 
     nv = Nvml(0)

@@ -176,6 +176,17 @@ def load_timeline(path: str | Path) -> pd.DataFrame:
     return df
 
 
+def has_kernels(path: str | Path) -> bool:
+    """Whether the timeline or trace at ``path`` holds a GPU kernel (:func:`load_timeline` refuses one that does not)."""
+    try:
+        load_timeline(path)
+    except InputError as e:
+        if "no GPU kernel" in e.problem:
+            return False
+        raise
+    return True
+
+
 def overlap_of(path: str | Path) -> float:
     """JobProfile.stream_overlap of the timeline or trace at ``path`` (:func:`load_timeline`), to 6 decimals
     as profiles store it."""
@@ -288,3 +299,54 @@ def timeline_fields(timeline: pd.DataFrame, iterations: int, device: dict[str, A
         km = kernel_metrics(table)
         out.update({f: km.get(f) for f in ("sm_fill_pct", "launch_fill_pct", "mps_wait_us")})
     return out
+
+
+def fields_for_profile(path: str | Path, source: str, iterations: int | None = None) -> dict[str, float]:
+    """The fields the solo timeline or trace at ``path`` sets in a profile of ``source``: the stream overlap for an ncu
+    profile (its report has the rest); for a GPM profile also ``runtime.sources.GPM_TIMELINE_FIELDS``. The number of
+    iterations traced and the GPU's properties come from a colopred table's ``.json`` beside it, or ``iterations`` and
+    the trace's ``deviceProperties``. Raises InputError naming the file where one is missing."""
+    from ...runtime.sources import GPM_TIMELINE_FIELDS
+
+    path = Path(path)
+    timeline = load_timeline(path)
+    overlap = round(stream_overlap(timeline), 6)
+    if source != "nvml":
+        return {"stream_overlap": overlap}
+    name = path.name.lower()
+    if name.endswith((".csv", ".csv.gz")):
+        meta_path = path.with_name(path.name[: -len(".csv.gz" if name.endswith(".gz") else ".csv")] + ".json")
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, ValueError):
+            raise InputError(meta_path, "unreadable or missing: a GPM profile needs the timeline's iterations and GPU "
+                                        "(colopred profile timeline writes this file beside the table)") from None
+        iterations = iterations or meta.get("iterations")
+        device = meta.get("device_properties")
+    else:
+        opener = gzip.open if name.endswith(".gz") else open
+        with opener(path, "rt") as f:
+            device = device_properties(json.load(f))
+    kernels = timeline[timeline["kind"] == "kernel"]
+    if not set(LAUNCH_COLUMNS) <= set(kernels.columns) or not np.isfinite(kernels[list(LAUNCH_COLUMNS)].to_numpy(float)).all(axis=1).any():
+        raise InputError(path, "its kernels carry no launch configuration (a timeline recorded by an older colopred, or "
+                               "a trace without kernel args): record it again")
+    if not isinstance(iterations, int) or iterations < 1:
+        raise InputError(path, "how many training iterations the trace holds is unknown: give --iterations N")
+    if not device:
+        raise InputError(path, "holds no GPU properties (deviceProperties): record it again with torch.profiler's CUDA activity")
+    f = timeline_fields(timeline, iterations, device)
+    f["stream_overlap"] = overlap
+    return {k: float(f[k]) for k in GPM_TIMELINE_FIELDS}
+
+
+def with_timeline(profile, path: str | Path, iterations: int | None = None):
+    """``profile`` (a JobProfile) with :func:`fields_for_profile` of the timeline at ``path`` set, and the timeline's
+    file name in its ``meta['timeline_fields_from']``. InputError naming the timeline if the profile cannot hold them."""
+    from dataclasses import replace
+
+    fields = fields_for_profile(path, profile.source, iterations)
+    try:
+        return replace(profile, **fields, meta={**profile.meta, "timeline_fields_from": Path(path).name})
+    except ValueError as e:
+        raise InputError(path, f"gives values the profile cannot hold ({e})") from None
