@@ -14,8 +14,11 @@ The locked rows are not read. A candidate is worth shipping when it gains more t
 - ``target_share``: busy_j / (busy_j + co_sum_busy), the target's share of the set's GPU demand.
 - ``dram_total``: the set's total DRAM demand / 100.
 - ``load_gate_G``: the contention load L with the target's busy fraction to the power G instead of 1.
+- with ``--timelines DIR`` (solo timelines, ``datasets/h100/timelines``), host-side structure of the target:
+  ``host_sync`` the share of wall time its host waits in CUDA synchronisations, ``idle_long_gaps`` the share of its
+  GPU idle time in gaps over 1 ms (a data-loader wait), ``host_launch`` the share of wall time in kernel launches.
 
-  PYTHONPATH=. python scripts/dev_features.py [--data datasets/h100] [--seeds 3]      # ~3 min on 2 cores
+  PYTHONPATH=. python scripts/dev_features.py [--data datasets/h100] [--seeds 3] [--timelines DIR]   # ~3 min on 2 cores
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from colopred.constants import MODES  # noqa: E402
+from colopred.measurement.profiling.timeline import read_timeline  # noqa: E402
 from colopred.research.dataset import load_dataset  # noqa: E402
 from colopred.research.evaluation import mape_pct, splits  # noqa: E402
 from colopred.research.noise import HOST_BOUND_BUSY  # noqa: E402
@@ -64,6 +68,30 @@ def candidates(d: pd.DataFrame, mode: str) -> dict[str, tuple[str, pd.Series] | 
     return out
 
 
+LONG_GAP_US = 1000.0
+"""A GPU idle gap longer than this is a wait for something other than the next launch (``idle_long_gaps``)."""
+
+
+def host_structure(path: Path) -> dict[str, float]:
+    """The host-side shares of a solo timeline (module doc), from its kernels and runtime calls."""
+    tl = read_timeline(path)
+    span = float((tl["start_us"] + tl["dur_us"]).max())
+    k = tl[tl["kind"] == "kernel"].sort_values("start_us")
+    start = k["start_us"].to_numpy(float)
+    reach = np.maximum.accumulate(start + k["dur_us"].to_numpy(float))
+    gaps = start[1:] - reach[:-1]
+    gaps = gaps[gaps > 0]
+    rt = tl[tl["kind"] == "runtime"]
+    return {"host_sync": float(rt.loc[rt["name"].str.contains("Synchronize"), "dur_us"].sum()) / span,
+            "idle_long_gaps": float(gaps[gaps > LONG_GAP_US].sum() / gaps.sum()) if gaps.sum() > 0 else 0.0,
+            "host_launch": float(rt.loc[rt["name"].str.startswith("cudaLaunch"), "dur_us"].sum()) / span}
+
+
+def timeline_candidates(d: pd.DataFrame, tdir: Path) -> dict[str, tuple[str, pd.Series]]:
+    per_job = {j: host_structure(tdir / f"{j}.timeline.csv.gz") for j in d["job"].unique()}
+    return {name: (EXTRA_SLOT, d["job"].map(lambda j, n=name: per_job[j][n])) for name in ("host_sync", "idle_long_gaps", "host_launch")}
+
+
 def evaluate(dev: pd.DataFrame, mode: str, column: str | None, values: pd.Series | None, seeds: int) -> dict[str, float]:
     X = dev[list(FEATURES)].to_numpy().copy()
     feats = list(model_features(mode))
@@ -94,6 +122,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=str(ROOT / "datasets" / "h100"))
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--timelines", help="solo timelines of the jobs: also try the host-side candidates")
+    ap.add_argument("--candidates", help="comma-separated names to try (default: all)")
     a = ap.parse_args()
     ds = load_dataset(a.data)
     locked = locked_architectures(a.data)
@@ -101,7 +131,9 @@ def main() -> None:
     for mode in MODES:
         df = ds.for_mode(mode)
         dev = df[~is_locked(df, locked)].reset_index(drop=True)
-        for name, cand in candidates(dev, mode).items():
+        cands = candidates(dev, mode) | (timeline_candidates(dev, Path(a.timelines)) if a.timelines else {})
+        keep = set(a.candidates.split(",")) if a.candidates else set(cands)
+        for name, cand in ((n, c) for n, c in cands.items() if n in keep):
             r = evaluate(dev, mode, *(cand or (None, None)), seeds=a.seeds)
             rows.append({"mode": mode, "candidate": name, **{k: round(v, 2) for k, v in r.items()}})
             print(rows[-1], flush=True)

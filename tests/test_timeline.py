@@ -159,3 +159,21 @@ def test_a_timeline_without_launch_configurations_gives_counts_only():
     assert f["sm_fill_pct"] is None and f["mps_wait_us"] is None and f["launch_fill_pct"] is None
     with pytest.raises(ValueError, match="iterations"):
         timeline_fields(old, 0, None)
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_shipped_gpm_profiles_carry_their_launch_timelines_fields(gpu):
+    """Every shipped GPM profile's kernel count, stream overlap and MPS wait are what its solo timeline gives (as
+    `colopred profile add-timeline` sets them), and nothing else of the profile came from the timeline."""
+    from colopred.measurement.profiling.timeline import with_timeline
+    from colopred.runtime.sources import GPM_TIMELINE_FIELDS
+
+    root = DATA.parent / gpu
+    paths = sorted((root / "profiles" / "nvml").glob("*.json"))
+    assert len(paths) >= 16
+    for path in paths:
+        p = JobProfile.from_json(path)
+        tl = root / "timelines" / "launch" / f"{p.name}.timeline.csv.gz"
+        again = with_timeline(p.with_(**{f: None for f in GPM_TIMELINE_FIELDS}), tl)
+        assert again.to_dict() == p.to_dict(), p.name
+        assert p.meta["timeline_fields_from"] == tl.name

@@ -349,4 +349,4 @@ def with_timeline(profile, path: str | Path, iterations: int | None = None):
     try:
         return replace(profile, **fields, meta={**profile.meta, "timeline_fields_from": Path(path).name})
     except ValueError as e:
-        raise InputError(path, f"gives values the profile cannot hold ({e})") from None
+        raise InputError(path, f"gives a {', '.join(k.replace('_', ' ') for k in fields)} the profile cannot hold ({e})") from None
