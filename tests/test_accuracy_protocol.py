@@ -79,6 +79,10 @@ def test_profiling_cost_table_reads_what_was_recorded():
     assert len(gpm) >= 40 and gpm.between(1, 120).all()
     assert t.loc["resnet18-b64-fp32", "timing_run_s"] == 14.4  # "resnet18-b64-fp32: solo iteration 16.28 ms, ... (14.4 s)"
     assert (t.loc[gpm.index, "ncu_total_s"] > gpm).all()  # on every job timed both ways, ncu cost more
+    # the timeline's own process, from the session logs: "[  31.7s] timeline alexnet-b1024-fp32: rc=0 25 s"
+    assert t["timeline_s"].notna().all() and t.loc["alexnet-b1024-fp32", "timeline_s"] == 25.0
+    assert np.allclose(t["gpm_total_s"].dropna(), (t["gpm_s"] + t["timeline_s"]).dropna())
+    assert np.allclose(t["ncu_over_gpm"].dropna(), (t["ncu_total_s"] / t["gpm_total_s"]).dropna())
 
 
 def test_shipped_gpm_profiles_are_what_the_profiler_makes_of_their_counters():

@@ -90,6 +90,8 @@ def test_a_hand_made_table_in_another_labs_format_imports_with_provenance(tmp_pa
     assert rec["provenance"]["source_sha256"] == prov["source_sha256"]
     # train reads it, and the model predicts the lab's jobs
     assert main(["train", "--data", str(out), "--out", str(tmp_path / "m"), "--profiles", "nvml", "--no-metrics", "-q"]) == 0
+    # profiles from counters alone (no solo timeline): the model does not read the kernel count, so it takes them
+    assert "t_log_kernels" not in json.loads((tmp_path / "m-timeslice-nvml.json").read_text())["model_features"]
     assert main(["predict", str(out / "profiles" / "nvml" / "lab_lstm.json"), str(out / "profiles" / "nvml" / "lab_unet.json"),
                  "--mode", "timeslice", "--model", str(tmp_path / "m-timeslice-nvml.json"), "--json"]) == 0
     pred = json.loads(capsys.readouterr().out)

@@ -177,3 +177,17 @@ def test_shipped_gpm_profiles_carry_their_launch_timelines_fields(gpu):
         again = with_timeline(p.with_(**{f: None for f in GPM_TIMELINE_FIELDS}), tl)
         assert again.to_dict() == p.to_dict(), p.name
         assert p.meta["timeline_fields_from"] == tl.name
+
+
+def test_a_trace_without_the_gpu_properties_is_refused_in_one_line(tmp_path):
+    """A GPM profile's fields need the GPU's residency limits: a trace whose deviceProperties lack them is refused,
+    naming the file and what is missing, before anything is written."""
+    from colopred.measurement.profiling.timeline import fields_for_profile
+
+    raw = json.loads(gzip.open(FIXTURES / "gin-b1024-fp32.trace.json.gz", "rt").read())
+    raw["deviceProperties"] = [{"id": 0, "numSms": 132}]
+    bad = tmp_path / "no-props.json"
+    bad.write_text(json.dumps(raw))
+    with pytest.raises(InputError, match=r"no-props.json.*lack maxThreadsPerMultiprocessor, regsPerMultiprocessor"):
+        fields_for_profile(bad, "nvml", 6)
+    assert set(fields_for_profile(bad, "ncu")) == {"stream_overlap"}  # an ncu profile takes only the overlap

@@ -29,6 +29,7 @@ from ..errors import InputError
 from ..measurement.harness.reader import campaign_record_files, read_windows, slowdown_table
 from ..profile import JobProfile
 from ..runtime.features import FEATURES, feature_matrix, profile_matrix
+from ..runtime.sources import has_timeline_fields
 
 
 def arch_of(job: str) -> str:
@@ -47,6 +48,12 @@ class Dataset:
 
     def for_mode(self, mode: str) -> pd.DataFrame:
         return self.rows[self.rows["mode"] == mode].reset_index(drop=True)
+
+    @property
+    def timeline(self) -> bool:
+        """Whether a model of these profiles reads the timeline fields (``runtime.sources.model_features_for``): ncu
+        profiles, and GPM profiles that all carry them."""
+        return self.profile_source != "nvml" or has_timeline_fields(self.profiles.values())
 
     def with_profile_times(self) -> "Dataset":
         """The same measurements with every job described by its profile's own iteration time (the

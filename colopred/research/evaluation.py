@@ -113,13 +113,14 @@ def splits(df: pd.DataFrame, kind: str, seed: int = 0):
 SPLITS = ("random", "leave-arch", "pairs->triples", "pairs+triples->quads")
 
 
-def new_model(mode: str | None, source: str = "ncu", **kw) -> SlowdownModel:
+def new_model(mode: str | None, source: str = "ncu", timeline: bool = True, **kw) -> SlowdownModel:
     """An unfitted SlowdownModel of ``mode`` for ``source`` profiles (``ncu``, or ``nvml``: GPM profiles, whose
-    trees see only the features a GPM profile gives, ``runtime.sources.gpm_model_features``)."""
-    return SlowdownModel(mode=mode, features=model_features_for(mode, source), **kw)
+    trees see only the features a GPM profile gives, with or without its ``timeline`` fields:
+    ``runtime.sources.gpm_model_features``)."""
+    return SlowdownModel(mode=mode, features=model_features_for(mode, source, timeline), **kw)
 
 
-def out_of_sample(df: pd.DataFrame, kind: str, params: dict | None = None, source: str = "ncu") -> np.ndarray:
+def out_of_sample(df: pd.DataFrame, kind: str, params: dict | None = None, source: str = "ncu", timeline: bool = True) -> np.ndarray:
     """colopred's out-of-sample point predictions of one mode's rows on one kind of split (NaN for
     rows no split tests; a row tested by several leave-arch splits keeps the last one's, as in
     :func:`evaluate_mode`). For experiments: no intervals, no baselines."""
@@ -130,7 +131,7 @@ def out_of_sample(df: pd.DataFrame, kind: str, params: dict | None = None, sourc
     for _, tr, te in splits(df, kind):
         if len(tr) == 0 or len(te) == 0:
             continue
-        pred[te] = new_model(mode, source, params=params, interval=False, calibrate=False).fit(X[tr], s[tr]).predict(X[te])
+        pred[te] = new_model(mode, source, timeline, params=params, interval=False, calibrate=False).fit(X[tr], s[tr]).predict(X[te])
     return pred
 
 
@@ -148,11 +149,11 @@ def calibration_groups(df: pd.DataFrame, kind: str) -> np.ndarray:
 
 
 def evaluate_mode(df: pd.DataFrame, params: dict | None = None, log: Callable[[str], None] = lambda s: None,
-                  source: str = "ncu", kinds: Sequence[str] = SPLITS, model_kw: dict | None = None,
+                  source: str = "ncu", kinds: Sequence[str] = SPLITS, model_kw: dict | None = None, timeline: bool = True,
                   baselines: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Out-of-sample predictions of every method on each of ``kinds`` of split (rows of one mode, built from
-    ``source`` profiles; ``model_kw``: more SlowdownModel parameters; without ``baselines`` colopred alone).
-    Returns (metrics table, predictions). ``log`` gets one line per split."""
+    ``source`` profiles, GPM ones with or without their ``timeline`` fields; ``model_kw``: more SlowdownModel
+    parameters; without ``baselines`` colopred alone). Returns (metrics table, predictions). ``log`` gets one line per split."""
     mode = df["mode"].iloc[0] if len(df) else None
     X = df[list(FEATURES)].to_numpy()
     s = df["slowdown"].to_numpy()
@@ -166,7 +167,7 @@ def evaluate_mode(df: pd.DataFrame, params: dict | None = None, log: Callable[[s
         for _, tr, te in splits(df, kind):
             if len(tr) == 0 or len(te) == 0:  # a split that leaves nothing to train on or test (a tiny dataset)
                 continue
-            m = new_model(mode, source, params=params, **(model_kw or {})).fit(X[tr], s[tr], groups=calibration_groups(df, kind)[tr])
+            m = new_model(mode, source, timeline, params=params, **(model_kw or {})).fit(X[tr], s[tr], groups=calibration_groups(df, kind)[tr])
             pred_all.setdefault("colopred (XGBoost)", np.full(len(df), np.nan))[te] = m.predict(X[te])
             iv_all[te] = m.predict_interval(X[te])
             covered[te] = True
@@ -201,7 +202,7 @@ def solo_time_sensitivity(ds: Dataset, modes=("timeslice", "mps"), table: pd.Dat
             t = table[(table["mode"] == mode) & (table["split"] == kind) & table["method"].str.startswith("colopred")]
             return float(t["slowdown_mape_pct"].iloc[0])
         df = d.for_mode(mode)
-        return mape_pct(df["slowdown"].to_numpy(), out_of_sample(df, kind, source=d.profile_source))
+        return mape_pct(df["slowdown"].to_numpy(), out_of_sample(df, kind, source=d.profile_source, timeline=d.timeline))
 
     rows = []
     for label, d in (("re-timed to the window's solo baseline", ds), ("profile's own iteration time", ds.with_profile_times())):
@@ -221,10 +222,10 @@ def evaluate(ds: Dataset, out_dir: str | Path | None = None, modes=("timeslice",
         if df.empty:
             continue
         log(f"evaluating {mode}: {df['window_id'].nunique()} sets, {len(df)} job rows")
-        t, p = evaluate_mode(df, log=log, source=ds.profile_source)
+        t, p = evaluate_mode(df, log=log, source=ds.profile_source, timeline=ds.timeline)
         tables.append(t.assign(mode=mode))
         preds.append(p.assign(mode=mode))
-        models[mode] = new_model(mode, ds.profile_source, calibrate=False).fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy())
+        models[mode] = new_model(mode, ds.profile_source, ds.timeline, calibrate=False).fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy())
     table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     if table.empty:
         raise InputError(None, f"too few measurements to cross-validate {', '.join(modes)}: every split leaves nothing to train on")

@@ -61,7 +61,7 @@ def compare_placements(ds: Dataset, mode: str, jobs: Sequence[str]) -> pd.DataFr
     # A model that never saw a set made only of these jobs.
     inside = df["set"].map(lambda s: set(s.split("+")) <= set(jobs))
     train = df[~inside]
-    model = new_model(mode, ds.profile_source).fit(train[list(FEATURES)].to_numpy(), train["slowdown"].to_numpy())
+    model = new_model(mode, ds.profile_source, ds.timeline).fit(train[list(FEATURES)].to_numpy(), train["slowdown"].to_numpy())
     n_gpus = len(jobs) // 2
     profiles = [ds.profiles[j] for j in jobs]
     if ds.retimed:

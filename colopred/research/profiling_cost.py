@@ -9,6 +9,10 @@ log line times it; each profile records when it was written (``meta.date``, to t
 one run were profiled one after another. A job's cost is the time from the previous GPM profile of the same run
 (written at most ``RUN_GAP_S`` before) to its own: its process start, warm-up and timed iterations. The first job
 of each run has no predecessor and no figure. ``meta.gpm_seconds`` is the sampled window alone.
+
+Timeline (``timelines/launch/gpu_session*.log``, the output of ``scripts/gpu_session.py --steps timeline``): one
+process per job recording its solo timeline ("timeline JOB: rc=0 N s"), what the traced run of ``colopred profile
+nvml`` adds to a GPM profile for the kernel count and MPS wait its model reads.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ runs the sessions profiled with ncu or measured collocations for minutes)."""
 
 _TIMING = re.compile(r"^(?P<job>\S+): solo iteration .* \((?P<s>[0-9.]+) s\)$")
 _NCU = re.compile(r"^(?P<job>\S+): ncu \(.*\) took (?P<s>[0-9.]+) s$")
+_TIMELINE = re.compile(r"^\[\s*[0-9.]+s\] timeline (?P<job>\S+): rc=0 (?P<s>[0-9.]+) s$")
 
 
 def ncu_costs(cost_dir: Path) -> pd.DataFrame:
@@ -40,6 +45,17 @@ def ncu_costs(cost_dir: Path) -> pd.DataFrame:
                 if m:
                     rows.setdefault(m["job"], {})[key] = float(m["s"])
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("job")
+
+
+def timeline_costs(tdir: Path) -> pd.DataFrame:
+    """One row per job whose solo timeline ``tdir``'s session logs time: ``timeline_s`` (the last where timed twice)."""
+    rows: dict[str, dict[str, float]] = {}
+    for log in sorted(tdir.glob("gpu_session*.log")):
+        for line in log.read_text().splitlines():
+            m = _TIMELINE.match(line.strip())
+            if m:
+                rows[m["job"]] = {"timeline_s": float(m["s"])}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["timeline_s"]).rename_axis("job")
 
 
 def gpm_costs(profiles: dict[str, JobProfile]) -> pd.DataFrame:
@@ -56,13 +72,16 @@ def gpm_costs(profiles: dict[str, JobProfile]) -> pd.DataFrame:
 
 
 def profiling_cost_table(root: str | Path) -> pd.DataFrame:
-    """Per job of ``root/profiles/nvml``: ncu's timing, replay and total seconds beside GPM's (module doc), sorted by job."""
+    """Per job of ``root/profiles/nvml``: ncu's timing, replay and total seconds beside GPM's counters, its timeline
+    and their total (module doc), sorted by job."""
     from .dataset import load_profiles_dir
 
     root = Path(root)
     ncu = ncu_costs(root / "profiling_cost")
     gpm = gpm_costs(load_profiles_dir(root / "profiles" / "nvml"))
-    t = ncu.join(gpm, how="outer").sort_index()
+    t = ncu.join(gpm, how="outer").join(timeline_costs(root / "timelines" / "launch"), how="left").sort_index()
     t["ncu_total_s"] = t["timing_run_s"] + t["ncu_run_s"]
-    t["ncu_over_gpm"] = t["ncu_total_s"] / t["gpm_s"]
-    return t[["timing_run_s", "ncu_run_s", "ncu_total_s", "gpm_s", "gpm_sampled_s", "ncu_over_gpm"]].reset_index()
+    t["gpm_total_s"] = t["gpm_s"] + t["timeline_s"]
+    t["ncu_over_gpm"] = t["ncu_total_s"] / t["gpm_total_s"]
+    return t[["timing_run_s", "ncu_run_s", "ncu_total_s", "gpm_s", "gpm_sampled_s", "timeline_s", "gpm_total_s",
+              "ncu_over_gpm"]].reset_index()

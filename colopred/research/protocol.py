@@ -80,7 +80,7 @@ def protocol_table(ds: Dataset, locked: list[str], modes=("timeslice", "mps"),
         n_jobs = df["n_jobs"].to_numpy()
         floor = noise_floor(df).to_numpy()  # a set's repeats are all locked or all development
         log(f"  {mode}: development cross-validation ({dev['window_id'].nunique()} sets)")
-        t, preds = evaluate_mode(dev, log=log, source=ds.profile_source, baselines=False)
+        t, preds = evaluate_mode(dev, log=log, source=ds.profile_source, baselines=False, timeline=ds.timeline)
         for r in t.to_dict("records"):
             p = preds.loc[preds["split"] == r["split"]]
             rows.append({"mode": mode, "split": r["split"], "figure": "development (CV, development architectures)",
@@ -92,7 +92,7 @@ def protocol_table(ds: Dataset, locked: list[str], modes=("timeslice", "mps"),
             te = np.flatnonzero(lk & test_size(n_jobs))
             if len(tr) == 0 or len(te) == 0:
                 continue
-            m = new_model(mode, ds.profile_source).fit(X[tr], s[tr], groups=df["arch"].to_numpy()[tr])
+            m = new_model(mode, ds.profile_source, ds.timeline).fit(X[tr], s[tr], groups=df["arch"].to_numpy()[tr])
             sub = df.iloc[te]
             base = {"contention baseline MAPE %": ContentionBaseline(m.load_).fit(X[tr], s[tr]).predict(X[te]),
                     "ridge MAPE %": LinearBaseline().fit(X[tr], s[tr]).predict(X[te])}

@@ -50,11 +50,11 @@ def train(data_dir: str | Path, out: str | Path, modes: Sequence[str] = MODES, w
             log(f"{mode}: no measurements, skipped")
             continue
         log(f"{mode}: fitting on {df['window_id'].nunique()} sets ({len(df)} job rows)")
-        model = new_model(mode, profile_source).fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy(), groups=df["arch"].to_numpy())
+        model = new_model(mode, profile_source, ds.timeline).fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy(), groups=df["arch"].to_numpy())
         metrics = {}
         if with_metrics:
             log(f"{mode}: cross-validating for the manifest's metrics")
-            t, _ = evaluate_mode(df, log=log, source=profile_source)
+            t, _ = evaluate_mode(df, log=log, source=profile_source, timeline=ds.timeline)
             t = t[t["method"].str.startswith("colopred")]
             metrics = {r["split"]: {k: r[k] for k in ("slowdown_mape_pct", "delta_mae", "pays_off_agreement_pct",
                                                         "partner_rank_corr", "interval_coverage_pct", "n_sets")}

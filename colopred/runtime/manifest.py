@@ -176,7 +176,8 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
         raise SchemaError(path, f"invalid manifest: {problems[0]}")
     mode = man["mode"]
     source = man.setdefault("profile_source", "ncu")  # manifests written before GPM models existed: ncu
-    if man["features"] != list(FEATURES) or man["model_features"] != list(model_features_for(mode, source)):
+    known = [list(model_features_for(mode, source, timeline)) for timeline in (True, False)]  # GPM: with or without a timeline
+    if man["features"] != list(FEATURES) or man["model_features"] not in known:
         raise SchemaError(path, "model was trained on a different feature schema than this colopred computes")
     if man["contention_load"] != load_kind(mode):
         raise SchemaError(path, f"manifest's contention_load {man['contention_load']!r} is not the {mode} mode's ({load_kind(mode)!r})")

@@ -26,6 +26,9 @@ PROFILE_SOURCES = ("ncu", "nvml")
 """``JobProfile.source`` values, and a manifest's ``profile_source``: the profiles a model was trained on."""
 
 GPM_LACKS = ("dram_util_p25", "launch_fill")
+COUNTERS_LACK = ("log_kernels", "mean_kernel_us", "busy_mps_wait_us")
+"""Base features a GPM profile from counters alone also lacks (no timeline): a model trained on such profiles (a
+lab's imported utilisation table, ``colopred import``) does not read them, and takes such profiles."""
 """Base features (``features.BASE``) the GPM model does not read: the DRAM share of each kernel needs ncu's
 counters; the per-launch fill, which a timeline gives, made the GPM model no better on the development rows
 (``reports/h100/gpm_timeline``)."""
@@ -40,17 +43,24 @@ def missing_timeline_fields(profile) -> tuple[str, ...]:
     return tuple(f for f in GPM_TIMELINE_FIELDS if f != "stream_overlap" and getattr(profile, f) is None)
 
 
-def gpm_model_features(mode: str | None = None) -> tuple[str, ...]:
+def gpm_model_features(mode: str | None = None, timeline: bool = True) -> tuple[str, ...]:
     """The tree features of a GPM model of ``mode``: the mode's ``features.model_features`` less those built on a
-    base feature a GPM profile lacks (:data:`GPM_LACKS`)."""
-    return tuple(f for f in model_features(mode) if not f.endswith(GPM_LACKS))
+    base feature a GPM profile lacks (:data:`GPM_LACKS`; without ``timeline`` fields also :data:`COUNTERS_LACK`)."""
+    lacks = GPM_LACKS if timeline else GPM_LACKS + COUNTERS_LACK
+    return tuple(f for f in model_features(mode) if not f.endswith(lacks))
 
 
-def model_features_for(mode: str | None, source: str) -> tuple[str, ...]:
-    """The tree features of a model of ``mode`` trained on ``source`` profiles."""
+def model_features_for(mode: str | None, source: str, timeline: bool = True) -> tuple[str, ...]:
+    """The tree features of a model of ``mode`` trained on ``source`` profiles (GPM ones with or without their
+    ``timeline`` fields: :func:`has_timeline_fields`)."""
     if source not in PROFILE_SOURCES:
         raise ValueError(f"unknown profile source {source!r} (one of {', '.join(PROFILE_SOURCES)})")
-    return gpm_model_features(mode) if source == "nvml" else model_features(mode)
+    return gpm_model_features(mode, timeline) if source == "nvml" else model_features(mode)
+
+
+def has_timeline_fields(profiles) -> bool:
+    """Whether every one of ``profiles`` carries the :data:`GPM_TIMELINE_FIELDS` a GPM model reads."""
+    return all(not missing_timeline_fields(p) for p in profiles)
 
 
 def source_of(profiles: Sequence) -> str:

@@ -228,7 +228,8 @@ def capture(job_name: str, out_dir: str | Path, iterations: int = 6, warmup: int
 
 
 # Residency limits of one SM used to turn a launch configuration into waves (CUDA C++ Programming Guide, "Compute
-# Capabilities", Table 24, for compute capability 8.x and 9.x, and the CUDA Occupancy Calculator's allocation rules):
+# Capabilities", technical specifications for compute capability 8.x and 9.x, and the CUDA Occupancy Calculator's
+# allocation rules):
 # registers are allocated per warp in units of 256, shared memory per block in units of 128 bytes plus 1 KiB the
 # runtime reserves, at most 32 resident blocks. Checked against CUPTI's own occupancy estimate on recorded H100
 # traces (tests/test_timeline.py).
@@ -238,6 +239,10 @@ SHARED_MEM_ALLOCATION_UNIT_BYTES = 128
 SHARED_MEM_RESERVED_PER_BLOCK_BYTES = 1024
 
 
+DEVICE_KEYS = ("numSms", "maxThreadsPerMultiprocessor", "regsPerMultiprocessor", "sharedMemPerMultiprocessor")
+"""The GPU properties (a trace's ``deviceProperties``) that turn launch configurations into waves."""
+
+
 def resident_blocks_per_sm(block_threads: np.ndarray, registers_per_thread: np.ndarray, shared_mem_bytes: np.ndarray,
                            device: dict[str, Any]) -> np.ndarray:
     """How many blocks of each launch configuration one SM holds at once (≥ 1; NaN where the configuration is unknown),
@@ -245,9 +250,9 @@ def resident_blocks_per_sm(block_threads: np.ndarray, registers_per_thread: np.n
     :func:`device_properties` (warpSize, maxThreadsPerMultiprocessor, regsPerMultiprocessor, sharedMemPerMultiprocessor)."""
     warp = float(device.get("warpSize", 32))
     warps = np.ceil(np.asarray(block_threads, float) / warp)
-    by_warps = np.floor(float(device["maxThreadsPerMultiprocessor"]) / warp / warps)
     regs_per_warp = np.ceil(np.asarray(registers_per_thread, float) * warp / REGISTER_ALLOCATION_UNIT) * REGISTER_ALLOCATION_UNIT
     with np.errstate(divide="ignore", invalid="ignore"):
+        by_warps = np.floor(float(device["maxThreadsPerMultiprocessor"]) / warp / warps)
         by_regs = np.where(regs_per_warp > 0, np.floor(np.floor(float(device["regsPerMultiprocessor"]) / regs_per_warp) / warps),
                            MAX_BLOCKS_PER_SM)
         smem = np.asarray(shared_mem_bytes, float)
@@ -333,8 +338,10 @@ def fields_for_profile(path: str | Path, source: str, iterations: int | None = N
                                "a trace without kernel args): record it again")
     if not isinstance(iterations, int) or iterations < 1:
         raise InputError(path, "how many training iterations the trace holds is unknown: give --iterations N")
-    if not device:
-        raise InputError(path, "holds no GPU properties (deviceProperties): record it again with torch.profiler's CUDA activity")
+    lacking = [k for k in DEVICE_KEYS if not isinstance((device or {}).get(k), (int, float)) or device[k] <= 0]
+    if lacking:
+        raise InputError(path, f"its GPU properties (deviceProperties) lack {', '.join(lacking)}: record it again with "
+                               "torch.profiler's CUDA activity")
     f = timeline_fields(timeline, iterations, device)
     f["stream_overlap"] = overlap
     return {k: float(f[k]) for k in GPM_TIMELINE_FIELDS}
