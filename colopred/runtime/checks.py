@@ -147,7 +147,8 @@ def check_profile_sources(predictor: "Predictor", profiles: Sequence[JobProfile]
                 if lacks:
                     raise ValueError(f"profile {p.name} is a GPM profile without {' and '.join(lacks)}, which the GPM model "
                                      "reads: add them from a solo timeline of the job (colopred profile add-timeline PROFILE "
-                                     "--timeline TRACE -o PROFILE; README, 'Cheap profiles'), or use its ncu profile")
+                                     "--timeline TRACE -o PROFILE), take the profile again with colopred profile nvml, or use "
+                                     "its ncu profile")
         return
     right = next((p for p in profiles if p.source == source), None)
     if right is not None:  # a set mixing both kinds
@@ -237,14 +238,17 @@ def warn_outside_experience(predictor: "Predictor", profiles: list[JobProfile], 
         notes.append(f"profile {name}: feature {b} = {v:.4g} lies outside the model's training range [{lo:.4g}, {hi:.4g}]"
                      f"{more}: the prediction extrapolates")
     if getattr(predictor, "profile_source", "ncu") == "nvml" and predictor.mode == "mps":
-        # GPM profiles lack what MPS contention turns on (how long kernels hold the SMs, how many launches wait):
-        # say how far off the model's own cross-validation found it, rather than let the number pass for an ncu one
+        # GPM averages miss part of what MPS contention turns on (how long kernels hold the SMs, how many launches
+        # wait; a timeline gives some back): say how far off the model's own cross-validation found it, rather than let
+        # the number pass for an ncu one
         figs = man.get("metrics") or {}
         split = "pairs->triples" if largest_set > 2 else "leave-arch"
         err = (figs.get(split) or {}).get("slowdown_mape_pct")
         if isinstance(err, (int, float)):
-            notes.append(f"predicted from GPM profiles under MPS, which lack the kernel-level features MPS contention turns on: "
-                         f"this model's cross-validated error is {err:.0f}% ({split}); ncu profiles predict better")
+            counters_only = "t_log_kernels" not in getattr(predictor.model, "features_", ())
+            notes.append(f"predicted from GPM profiles under MPS: this model's cross-validated error is {err:.0f}% ({split})"
+                         + ("; GPM profiles with their solo timeline (colopred profile add-timeline) or ncu profiles predict "
+                            "better" if counters_only else ""))
     for n in notes:
         warnings.warn(n, UserWarning, stacklevel=4)
     return notes
