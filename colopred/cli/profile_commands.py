@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 from ..errors import ColopredError, InputError

@@ -26,12 +26,13 @@ PROFILE_SOURCES = ("ncu", "nvml")
 """``JobProfile.source`` values, and a manifest's ``profile_source``: the profiles a model was trained on."""
 
 GPM_LACKS = ("dram_util_p25", "launch_fill")
-COUNTERS_LACK = ("log_kernels", "mean_kernel_us", "busy_mps_wait_us")
-"""Base features a GPM profile from counters alone also lacks (no timeline): a model trained on such profiles (a
-lab's imported utilisation table, ``colopred import``) does not read them, and takes such profiles."""
 """Base features (``features.BASE``) the GPM model does not read: the DRAM share of each kernel needs ncu's
 counters; the per-launch fill, which a timeline gives, made the GPM model no better on the development rows
 (``reports/h100/gpm_timeline``)."""
+
+COUNTERS_LACK = ("log_kernels", "mean_kernel_us", "busy_mps_wait_us")
+"""Base features a GPM profile from counters alone also lacks (no timeline): a model trained on such profiles (a
+lab's imported utilisation table, ``colopred import``) does not read them, and takes such profiles."""
 
 GPM_TIMELINE_FIELDS = ("kernels_per_iteration", "stream_overlap", "mps_wait_us")
 """JobProfile fields a GPM profile takes from the job's solo timeline (``colopred profile add-timeline``): the GPM

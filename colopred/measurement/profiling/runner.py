@@ -68,7 +68,7 @@ def run_timeline(cmd: list[str], source: str = "ncu", *, warmup: int = 10, iters
     """What ``cmd``'s solo timeline gives a profile of ``source`` (:func:`timeline.fields_for_profile`: the stream
     overlap; for a GPM profile also the kernel count and MPS wait): ``iters`` iterations after ``warmup`` traced with
     torch.profiler (CUDA activity). None where the trace holds no GPU kernel (a job run without a GPU)."""
-    from .timeline import fields_for_profile, has_kernels, load_timeline
+    from .timeline import fields_for_profile, has_kernels
 
     with tempfile.TemporaryDirectory() as d:
         result, trace = Path(d) / "window.json", Path(d) / "trace.json"
