@@ -11,7 +11,7 @@ gives them (``colopred.measurement.profiling.timeline.timeline_fields``). This s
    development architectures, on every architecture, and the locked split: fitted on development rows, tested on
    locked ones), both modes, every split of ``protocol.LOCKED_KINDS`` (``variants.csv``).
 
-  PYTHONPATH=. python scripts/gpm_timeline_study.py [--data datasets/h100] [--out reports/h100/gpm_timeline]   # ~6 min
+  PYTHONPATH=. python scripts/gpm_timeline_study.py [--data datasets/h100] [--out reports/h100/gpm_timeline]   # ~2 min
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from colopred.research.protocol import LOCKED_KINDS, is_locked, locked_architect
 from colopred.research.report import md_table  # noqa: E402
 from colopred.runtime.estimator import SlowdownModel  # noqa: E402
 from colopred.runtime.features import FEATURES, model_features  # noqa: E402
-from colopred.runtime.sources import gpm_model_features  # noqa: E402
+from colopred.runtime.sources import GPM_TIMELINE_FIELDS, gpm_model_features  # noqa: E402
 
 COMPARED = ("kernels_per_iteration", "stream_overlap", "sm_fill_pct", "launch_fill_pct", "mps_wait_us")
 
@@ -48,9 +48,9 @@ def _without(*lacks: str):
 # name -> (timeline fields written into the GPM profile, the trees' features). No variant reads dram_util_p25: it
 # needs each kernel's DRAM share, which only ncu measures.
 VARIANTS = {
-    "GPM counters (shipped)": ((), gpm_model_features),
+    "GPM counters alone": ((), lambda mode: gpm_model_features(mode, timeline=False)),
     "+ kernels, overlap": (("kernels_per_iteration", "stream_overlap"), _without("busy_mps_wait_us", "dram_util_p25", "launch_fill")),
-    "+ kernels, overlap, MPS wait": (("kernels_per_iteration", "stream_overlap", "mps_wait_us"), _without("dram_util_p25", "launch_fill")),
+    "+ kernels, overlap, MPS wait (shipped)": (GPM_TIMELINE_FIELDS, gpm_model_features),
     "+ kernels, overlap, MPS wait, launch fill": (("kernels_per_iteration", "stream_overlap", "mps_wait_us", "launch_fill_pct"),
                                                   _without("dram_util_p25")),
 }
@@ -118,7 +118,9 @@ def main() -> None:
     files = sorted((root / "profiles" / "nvml").glob("*.json")) + sorted(tdir.glob("*.timeline.*"))
     rows = []
     for name, (written, feats) in VARIANTS.items():
-        prof = {j: p.with_(**{f: float(fields.at[j, f]) for f in written}) for j, p in gpm.items() if j in fields.index}
+        # from counters alone (the shipped profiles carry the timeline fields), then the variant's fields
+        prof = {j: p.with_(**{f: None for f in GPM_TIMELINE_FIELDS}).with_(**{f: float(fields.at[j, f]) for f in written})
+                for j, p in gpm.items() if j in fields.index}
         ds = dataset_from(root, prof, files, profile_source="nvml")
         for mode in MODES:
             for r in figures(ds.for_mode(mode), mode, feats(mode), locked):
@@ -131,7 +133,7 @@ def main() -> None:
         "# GPM profiles completed by a solo timeline (issue 23, item 4)",
         "",
         f"Dataset `{root.name}` (hash `{ds.data_hash}`), timelines `{tdir.relative_to(root)}`. "
-        "`PYTHONPATH=. python scripts/gpm_timeline_study.py` rewrites this folder (~6 min on 2 cores).",
+        "`PYTHONPATH=. python scripts/gpm_timeline_study.py` rewrites this folder (~2 min on 2 cores).",
         "",
         "## Fields from the timeline against the job's ncu profile",
         "",
