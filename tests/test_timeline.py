@@ -191,3 +191,15 @@ def test_a_trace_without_the_gpu_properties_is_refused_in_one_line(tmp_path):
     with pytest.raises(InputError, match=r"no-props.json.*lack maxThreadsPerMultiprocessor, regsPerMultiprocessor"):
         fields_for_profile(bad, "nvml", 6)
     assert set(fields_for_profile(bad, "ncu")) == {"stream_overlap"}  # an ncu profile takes only the overlap
+
+
+def test_a_trace_without_kernels_is_its_own_error(tmp_path):
+    """A trace of a job run without the GPU: NoKernelError (an InputError naming the file), which the traced run of
+    `colopred profile` turns into 'no timeline fields' rather than a failure."""
+    from colopred.measurement.profiling.timeline import NoKernelError, load_timeline
+
+    cpu_only = tmp_path / "cpu_only.json"
+    cpu_only.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 0, "dur": 3}]}))
+    with pytest.raises(NoKernelError, match="cpu_only.json: no GPU kernel"):
+        load_timeline(cpu_only)
+    assert issubclass(NoKernelError, InputError)

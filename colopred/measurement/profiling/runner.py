@@ -68,7 +68,7 @@ def run_timeline(cmd: list[str], source: str = "ncu", *, warmup: int = 10, iters
     """What ``cmd``'s solo timeline gives a profile of ``source`` (:func:`timeline.fields_for_profile`: the stream
     overlap; for a GPM profile also the kernel count and MPS wait): ``iters`` iterations after ``warmup`` traced with
     torch.profiler (CUDA activity). None where the trace holds no GPU kernel (a job run without a GPU)."""
-    from .timeline import fields_for_profile, has_kernels
+    from .timeline import NoKernelError, fields_for_profile
 
     with tempfile.TemporaryDirectory() as d:
         result, trace = Path(d) / "window.json", Path(d) / "trace.json"
@@ -76,9 +76,10 @@ def run_timeline(cmd: list[str], source: str = "ncu", *, warmup: int = 10, iters
         _read_result(result, cmd, p)
         if not trace.exists():
             raise GpuError(f"{' '.join(cmd)!r}: the traced run wrote no timeline")
-        if not has_kernels(trace):
+        try:
+            return fields_for_profile(trace, source, iters)
+        except NoKernelError:
             return None
-        return fields_for_profile(trace, source, iters)
 
 
 def run_overlap(cmd: list[str], *, warmup: int = 10, iters: int = TIMELINE_ITERS, timeout: float = 900) -> float | None:

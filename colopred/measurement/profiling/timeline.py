@@ -126,6 +126,10 @@ def stream_overlap(timeline: pd.DataFrame) -> float:
     return float(max(1.0, (end - start).sum() / union)) if union > 0 else 1.0
 
 
+class NoKernelError(InputError):
+    """A timeline or trace that holds no GPU kernel (a job run without a GPU, or traced without CUDA activity)."""
+
+
 def read_timeline(path: str | Path) -> pd.DataFrame:
     """A ``JOB.timeline.csv.gz`` back as a DataFrame of :data:`COLUMNS` (and :data:`LAUNCH_COLUMNS` where recorded)."""
     df = pd.read_csv(path)
@@ -138,7 +142,7 @@ def read_timeline(path: str | Path) -> pd.DataFrame:
 def load_timeline(path: str | Path) -> pd.DataFrame:
     """A timeline from ``path``: a colopred table (``*.csv`` or ``*.csv.gz``) or a torch.profiler Chrome
     trace (``*.json`` or ``*.json.gz``, from ``prof.export_chrome_trace`` with CUDA activity), reduced by
-    :func:`reduce_trace`. Raises InputError naming the file if it is unreadable or holds no GPU kernel."""
+    :func:`reduce_trace`. Raises InputError naming the file if it is unreadable, NoKernelError if it holds no GPU kernel."""
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "no such file")
@@ -172,19 +176,8 @@ def load_timeline(path: str | Path) -> pd.DataFrame:
     else:
         raise InputError(path, "expected a colopred timeline (.csv, .csv.gz) or a torch.profiler trace (.json, .json.gz)")
     if not (df["kind"] == "kernel").any():
-        raise InputError(path, "no GPU kernel in the timeline (trace with torch.profiler's CUDA activity)")
+        raise NoKernelError(path, "no GPU kernel in the timeline (trace with torch.profiler's CUDA activity)")
     return df
-
-
-def has_kernels(path: str | Path) -> bool:
-    """Whether the timeline or trace at ``path`` holds a GPU kernel (:func:`load_timeline` refuses one that does not)."""
-    try:
-        load_timeline(path)
-    except InputError as e:
-        if "no GPU kernel" in e.problem:
-            return False
-        raise
-    return True
 
 
 def overlap_of(path: str | Path) -> float:
