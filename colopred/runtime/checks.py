@@ -30,7 +30,7 @@ import numpy as np
 from ..constants import MAX_SET_SIZE
 from ..profile import JobProfile
 from .features import BASE, index_sets, profile_matrix
-from .sources import missing_timeline_fields, mixed_sources_message
+from .sources import missing_timeline_fields, mixed_sources_message, reads_timeline_fields
 
 if TYPE_CHECKING:  # pragma: no cover
     from .predictor import Predictor
@@ -141,7 +141,7 @@ def check_profile_sources(predictor: "Predictor", profiles: Sequence[JobProfile]
     source = getattr(predictor, "profile_source", "ncu")
     wrong = next((p for p in profiles if p.source != source), None)
     if wrong is None:
-        if source == "nvml" and "t_log_kernels" in getattr(predictor.model, "features_", ()):
+        if source == "nvml" and reads_timeline_fields(getattr(predictor.model, "features_", ())):
             for p in profiles:
                 lacks = missing_timeline_fields(p)
                 if lacks:
@@ -245,7 +245,7 @@ def warn_outside_experience(predictor: "Predictor", profiles: list[JobProfile], 
         split = "pairs->triples" if largest_set > 2 else "leave-arch"
         err = (figs.get(split) or {}).get("slowdown_mape_pct")
         if isinstance(err, (int, float)):
-            counters_only = "t_log_kernels" not in getattr(predictor.model, "features_", ())
+            counters_only = not reads_timeline_fields(getattr(predictor.model, "features_", ()))
             notes.append(f"predicted from GPM profiles under MPS: this model's cross-validated error is {err:.0f}% ({split})"
                          + ("; GPM profiles with their solo timeline (colopred profile add-timeline) or ncu profiles predict "
                             "better" if counters_only else ""))

@@ -59,6 +59,11 @@ def model_features_for(mode: str | None, source: str, timeline: bool = True) -> 
     return gpm_model_features(mode, timeline) if source == "nvml" else model_features(mode)
 
 
+def reads_timeline_fields(model_features: Sequence[str]) -> bool:
+    """Whether a GPM model of these tree features reads the :data:`GPM_TIMELINE_FIELDS` (:data:`COUNTERS_LACK`)."""
+    return any(f.endswith(COUNTERS_LACK) for f in model_features)
+
+
 def has_timeline_fields(profiles) -> bool:
     """Whether every one of ``profiles`` carries the :data:`GPM_TIMELINE_FIELDS` a GPM model reads."""
     return all(not missing_timeline_fields(p) for p in profiles)
