@@ -28,6 +28,11 @@ tᵢ/⌈wavesᵢ⌉. Leave-architecture-out CV on the H100 MPS data; 0.3 to 0.5 
 on the development architectures alone (waits rebuilt from the raw ncu reports): 0 8.72%, 0.15 7.93%, 0.3 7.44%,
 0.5 7.72%, 0.7 8.65%, 1 9.60% MPS MAPE: 0.3 again."""
 
+GPM_MIN_INTERVALS = 20
+"""A GPM profile's timed window lasts at least this many sampling intervals (2 s at the default 0.1 s), beyond its
+timed iterations: profiles sampled over one or two intervals (13 of the 49 shipped H100 ones took under 1 s) read
+busy fractions far apart on repeat (lstm_lm-b16-fp32: 0.36 from one interval, 0.65 from two on another H100)."""
+
 MPS_WAIT_MIN_WAVES = 0.5
 """Kernels of fewer waves than this do not make another process's kernels wait under MPS. Measured by
 ``scripts/mps_wait_probe.py`` (grids of at most a wave barely block) and confirmed by CV (0.5 to 0.9 alike).

@@ -47,6 +47,9 @@ class ProfileWindow:
         self.mode = os.environ.get("COLOPRED_WINDOW")  # None | "ncu" | "time" | "trace" | "worker"
         self.warmup = int(os.environ.get("COLOPRED_WARMUP", "5" if self.mode == "worker" else "10"))
         self.iters = int(os.environ.get("COLOPRED_ITERS", "1" if self.mode == "ncu" else "30"))
+        # a timed window also lasts at least this long (GPM sampling needs several counter intervals)
+        self.min_seconds = float(os.environ.get("COLOPRED_MIN_SECONDS", "0"))
+        self._done = False
         self.result_path = os.environ.get("COLOPRED_RESULT")
         self.exit_after = os.environ.get("COLOPRED_EXIT", "1") == "1"
         self.count = 0
@@ -72,7 +75,7 @@ class ProfileWindow:
 
     @property
     def active(self) -> bool:
-        return self.mode is not None and self.warmup <= self.count < self.warmup + self.iters
+        return self.mode is not None and self.warmup <= self.count and not self._done
 
     @contextlib.contextmanager
     def step(self):
@@ -99,7 +102,9 @@ class ProfileWindow:
             self._sync()
             self.iter_ms.append((time.perf_counter() - t0) * 1e3)
         self.count += 1
-        if self.count == self.warmup + self.iters:
+        if inside and self.count >= self.warmup + self.iters and (
+                self.mode != "time" or time.time() - self.window_start >= self.min_seconds):
+            self._done = True
             self._sync()
             if self.mode == "ncu" and self._torch is not None:
                 self._torch.cuda.profiler.stop()
@@ -121,7 +126,7 @@ class ProfileWindow:
         t = self._torch
         result = {
             "mode": self.mode,
-            "iterations": self.iters,
+            "iterations": self.count - self.warmup,
             "iter_ms": self.iter_ms,
             "window_start": self.window_start,
             "window_end": time.time(),

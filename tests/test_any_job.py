@@ -126,3 +126,15 @@ def test_a_command_that_dies_before_ready_is_a_failed_window_naming_why(gpu_less
     bad = [r for r in recs if "broken" in r["jobs"]]
     assert bad and all(r["status"] == "failed" and "no data here" in r["reason"] for r in bad)
     assert all(r["status"] == "ok" for r in recs if r["jobs"] == ["mytrain"])
+
+
+def test_a_timed_window_lasts_its_minimum_time(gpu_less):
+    """GPM sampling needs several counter intervals: `run_timed(..., min_seconds=S)` times the command's iterations
+    until the window has lasted S seconds, beyond the iterations asked for; without it the window is the iterations."""
+    from colopred.measurement.profiling.runner import run_timed
+
+    short = run_timed(MY_TRAIN, warmup=2, iters=3)
+    assert len(short.iter_ms) == 3
+    long = run_timed(MY_TRAIN, warmup=2, iters=3, min_seconds=1.0)
+    assert long.window_end - long.window_start >= 1.0
+    assert len(long.iter_ms) > 3 and sum(long.iter_ms) / 1e3 <= long.window_end - long.window_start + 0.05

@@ -227,7 +227,8 @@ def add_commands(sub) -> None:
             p.add_argument("--no-timeline", action="store_true",
                            help="skip the traced run that sets the stream overlap from a solo timeline (then it counts as 1)")
         else:
-            p.add_argument("--timing-iters", type=int, default=50, help="iterations timed while sampling")
+            p.add_argument("--timing-iters", type=int, default=50,
+                           help="iterations timed while sampling (more until the window lasts 20 sampling intervals)")
             p.add_argument("--interval", type=float, default=0.1, help="GPM sampling interval, s")
             p.add_argument("--no-timeline", action="store_true",
                            help="skip the traced run that gives the kernel count and MPS wait (the GPM model then refuses "

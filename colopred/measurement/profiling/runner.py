@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...constants import GPM_MIN_INTERVALS
 from ...errors import GpuError, InputError
 from ...gpu import GpuInfo
 from ...profile import JobProfile
@@ -52,9 +53,10 @@ class TimedRun:
         return sum(self.iter_ms) / len(self.iter_ms)
 
 
-def _window_env(mode: str, warmup: int, iters: int, result: Path, trace: Path | None = None) -> dict[str, str]:
+def _window_env(mode: str, warmup: int, iters: int, result: Path, trace: Path | None = None,
+                min_seconds: float = 0.0) -> dict[str, str]:
     env = {**os.environ, "COLOPRED_WINDOW": mode, "COLOPRED_WARMUP": str(warmup), "COLOPRED_ITERS": str(iters),
-           "COLOPRED_RESULT": str(result), "COLOPRED_EXIT": "1", "PYTHONUNBUFFERED": "1"}
+           "COLOPRED_RESULT": str(result), "COLOPRED_EXIT": "1", "PYTHONUNBUFFERED": "1", "COLOPRED_MIN_SECONDS": str(min_seconds)}
     if trace is not None:
         env["COLOPRED_TRACE"] = str(trace)
     return env
@@ -98,12 +100,14 @@ def _read_result(result: Path, cmd: list[str], proc: subprocess.CompletedProcess
     return json.loads(result.read_text())
 
 
-def run_timed(cmd: list[str], *, warmup: int = 10, iters: int = 30, timeout: float = 900) -> TimedRun:
-    """Run ``cmd`` without a profiler and time ``iters`` iterations after ``warmup``."""
+def run_timed(cmd: list[str], *, warmup: int = 10, iters: int = 30, timeout: float = 900, min_seconds: float = 0.0) -> TimedRun:
+    """Run ``cmd`` without a profiler and time ``iters`` iterations after ``warmup``, and more until the timed window
+    lasts ``min_seconds``."""
     with tempfile.TemporaryDirectory() as d:
         result = Path(d) / "window.json"
         t0 = time.monotonic()
-        p = subprocess.run(cmd, env=_window_env("time", warmup, iters, result), capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(cmd, env=_window_env("time", warmup, iters, result, min_seconds=min_seconds), capture_output=True,
+                           text=True, timeout=timeout)
         r = _read_result(result, cmd, p)
     if not r["iter_ms"]:
         raise GpuError(f"{' '.join(cmd)!r}: no iterations were timed")
@@ -197,7 +201,7 @@ def _gpm_profile(cmd: list[str], *, name: str, warmup: int, timing_iters: int, i
     th = threading.Thread(target=sampler, daemon=True)
     th.start()
     try:
-        timed = run_timed(cmd, warmup=warmup, iters=timing_iters)
+        timed = run_timed(cmd, warmup=warmup, iters=timing_iters, min_seconds=GPM_MIN_INTERVALS * interval_s)
     finally:
         stop.set()
         th.join()
