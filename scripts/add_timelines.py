@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from colopred.measurement.profiling.timeline import with_timeline  # noqa: E402
 from colopred.profile import JobProfile  # noqa: E402
+from colopred.runtime.sources import timeline_fields_of  # noqa: E402
 
 
 def main() -> None:
@@ -39,8 +40,7 @@ def main() -> None:
             print(f"{p.name}: no timeline, left as is")
             continue
         new = with_timeline(p, tl)
-        changed = {f: (getattr(p, f), getattr(new, f)) for f in ("stream_overlap", "kernels_per_iteration", "mps_wait_us")
-                   if getattr(p, f) != getattr(new, f)}
+        changed = {f: (getattr(p, f), getattr(new, f)) for f in timeline_fields_of(p.source) if getattr(p, f) != getattr(new, f)}
         if not changed:
             continue
         stale += 1

@@ -95,15 +95,15 @@ def cmd_add_timeline(a) -> int:
     from ..io import check_output
     from ..measurement.profiling.timeline import with_timeline
     from ..profile import JobProfile
-    from ..runtime.sources import GPM_TIMELINE_FIELDS
+    from ..runtime.sources import timeline_fields_of
     from . import log_of
 
     check_output(a.output, a.timeline)
     p = JobProfile.from_json(a.profile)
     new = with_timeline(p, a.timeline, a.iterations)
     new.to_json(a.output)
-    fields = GPM_TIMELINE_FIELDS if p.source == "nvml" else ("stream_overlap",)
-    log_of(a)(f"wrote {a.output}: {p.name} " + ", ".join(f"{f} {getattr(new, f):.3f}" for f in fields) + f" (from {a.timeline})")
+    log_of(a)(f"wrote {a.output}: {p.name} " + ", ".join(f"{f} {getattr(new, f):.3f}" for f in timeline_fields_of(p.source))
+              + f" (from {a.timeline})")
     return 0
 
 

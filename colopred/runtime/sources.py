@@ -39,6 +39,12 @@ GPM_TIMELINE_FIELDS = ("kernels_per_iteration", "stream_overlap", "mps_wait_us")
 model reads them, and refuses a GPM profile without them (:func:`missing_timeline_fields`)."""
 
 
+def timeline_fields_of(source: str) -> tuple[str, ...]:
+    """The JobProfile fields a solo timeline sets in a profile of ``source``: the stream overlap (an ncu report has
+    the rest), and for a GPM profile all :data:`GPM_TIMELINE_FIELDS`."""
+    return GPM_TIMELINE_FIELDS if source == "nvml" else ("stream_overlap",)
+
+
 def missing_timeline_fields(profile) -> tuple[str, ...]:
     """The :data:`GPM_TIMELINE_FIELDS` a GPM profile lacks (the stream overlap may be missing: it then counts as 1)."""
     return tuple(f for f in GPM_TIMELINE_FIELDS if f != "stream_overlap" and getattr(profile, f) is None)

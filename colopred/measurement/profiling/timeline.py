@@ -301,10 +301,10 @@ def timeline_fields(timeline: pd.DataFrame, iterations: int, device: dict[str, A
 
 def fields_for_profile(path: str | Path, source: str, iterations: int | None = None) -> dict[str, float]:
     """The fields the solo timeline or trace at ``path`` sets in a profile of ``source``: the stream overlap for an ncu
-    profile (its report has the rest); for a GPM profile also ``runtime.sources.GPM_TIMELINE_FIELDS``. The number of
+    profile (its report has the rest); for a GPM profile also the kernel count and MPS wait (``runtime.sources.timeline_fields_of``). The number of
     iterations traced and the GPU's properties come from a colopred table's ``.json`` beside it, or ``iterations`` and
     the trace's ``deviceProperties``. Raises InputError naming the file where one is missing."""
-    from ...runtime.sources import GPM_TIMELINE_FIELDS
+    from ...runtime.sources import timeline_fields_of
 
     path = Path(path)
     timeline = load_timeline(path)
@@ -337,7 +337,7 @@ def fields_for_profile(path: str | Path, source: str, iterations: int | None = N
                                "torch.profiler's CUDA activity")
     f = timeline_fields(timeline, iterations, device)
     f["stream_overlap"] = overlap
-    return {k: float(f[k]) for k in GPM_TIMELINE_FIELDS}
+    return {k: float(f[k]) for k in timeline_fields_of(source)}
 
 
 def with_timeline(profile, path: str | Path, iterations: int | None = None):
