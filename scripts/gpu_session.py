@@ -4,7 +4,7 @@
 Steps (``--steps``, comma separated, run in this order):
   env       GPU, driver, CUDA, torch, ncu versions -> env.json
   smoke     a 2-job campaign in both modes through `colopred measure` (harness check)
-  gpm       `colopred profile nvml` for every job in --jobs (+ --extra-gpm jobs)
+  gpm       `colopred profile nvml` for every job in --jobs (+ --extra-gpm jobs); --gpm-no-timeline: counters only
   ncucost   ncu cost of replay modes and metric sets on --cost-job, and whether features change
   ncu       `colopred profile run` for the jobs in --jobs, cheapest faithful variant, while time lasts
   timeline  `colopred profile timeline` for every job in --jobs (solo host/GPU timeline,
@@ -124,7 +124,8 @@ def step_gpm(work: Path, a) -> None:
         if elapsed() > a.budget_s - 30:
             log("gpm: out of time")
             return
-        rc, s = sh(colopred("profile", "nvml", "--zoo", job, "-o", str(out)), timeout=min(120, a.budget_s - elapsed()),
+        extra = ("--no-timeline",) if a.gpm_no_timeline else ()
+        rc, s = sh(colopred("profile", "nvml", "--zoo", job, "-o", str(out), *extra), timeout=min(120, a.budget_s - elapsed()),
                    log_path=work / "gpm.log")
         log(f"gpm {job}: rc={rc} {s:.0f} s")
 
@@ -359,6 +360,8 @@ def main() -> None:
     ap.add_argument("--extra-gpm", default="")
     ap.add_argument("--ncu-jobs", default="", help="jobs for the ncu step (default: --jobs)")
     ap.add_argument("--gpm-jobs", default="", help="jobs for the gpm step (default: --jobs)")
+    ap.add_argument("--gpm-no-timeline", action="store_true",
+                    help="gpm step: counters only (the timeline fields come from a timeline step's tables)")
     ap.add_argument("--cost-job", default="resnet18-b64-fp32")
     ap.add_argument("--ncu-variant", default=None, help="REPLAY/METRICS, e.g. kernel/minimal (default: cheapest faithful)")
     ap.add_argument("--keep-trace-jobs", default="", help="timeline step: jobs whose raw torch trace is kept too")
