@@ -143,7 +143,13 @@ def load_timeline(path: str | Path) -> pd.DataFrame:
     """A timeline from ``path``: a colopred table (``*.csv`` or ``*.csv.gz``) or a torch.profiler Chrome
     trace (``*.json`` or ``*.json.gz``, from ``prof.export_chrome_trace`` with CUDA activity), reduced by
     :func:`reduce_trace`. Raises InputError naming the file if it is unreadable, NoKernelError if it holds no GPU kernel."""
+    return _load(path)[0]
+
+
+def _load(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+    """(:func:`load_timeline` of ``path``, the parsed Chrome trace where ``path`` is one, else None)."""
     path = Path(path)
+    trace = None
     if not path.is_file():
         raise InputError(path, "no such file")
     name = path.name.lower()
@@ -177,7 +183,7 @@ def load_timeline(path: str | Path) -> pd.DataFrame:
         raise InputError(path, "expected a colopred timeline (.csv, .csv.gz) or a torch.profiler trace (.json, .json.gz)")
     if not (df["kind"] == "kernel").any():
         raise NoKernelError(path, "no GPU kernel in the timeline (trace with torch.profiler's CUDA activity)")
-    return df
+    return df, trace
 
 
 def overlap_of(path: str | Path) -> float:
@@ -307,7 +313,7 @@ def fields_for_profile(path: str | Path, source: str, iterations: int | None = N
     from ...runtime.sources import timeline_fields_of
 
     path = Path(path)
-    timeline = load_timeline(path)
+    timeline, trace = _load(path)
     overlap = round(stream_overlap(timeline), 6)
     if source != "nvml":
         return {"stream_overlap": overlap}
@@ -322,9 +328,7 @@ def fields_for_profile(path: str | Path, source: str, iterations: int | None = N
         iterations = iterations or meta.get("iterations")
         device = meta.get("device_properties")
     else:
-        opener = gzip.open if name.endswith(".gz") else open
-        with opener(path, "rt") as f:
-            device = device_properties(json.load(f))
+        device = device_properties(trace)
     kernels = timeline[timeline["kind"] == "kernel"]
     if not set(LAUNCH_COLUMNS) <= set(kernels.columns) or not np.isfinite(kernels[list(LAUNCH_COLUMNS)].to_numpy(float)).all(axis=1).any():
         raise InputError(path, "its kernels carry no launch configuration (a timeline recorded by an older colopred, or "
