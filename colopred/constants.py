@@ -33,6 +33,14 @@ GPM_MIN_INTERVALS = 20
 timed iterations: profiles sampled over one or two intervals (13 of the 49 shipped H100 ones took under 1 s) read
 busy fractions far apart on repeat (lstm_lm-b16-fp32: 0.36 from one interval, 0.65 from two on another H100)."""
 
+TIMELINE_ITERS = 6
+"""Training iterations a solo timeline traces under torch.profiler: ``colopred profile timeline`` and the traced run of
+``profile run`` and ``profile nvml``. Kernels per iteration are the trace's kernels over this count; such a traced run
+takes ~15 s a job on an H100."""
+
+TIMELINE_WARMUP_ITERS = 8
+"""Iterations ``colopred profile timeline`` runs before timing and tracing (cuDNN autotuning, allocator growth)."""
+
 MPS_WAIT_MIN_WAVES = 0.5
 """Kernels of fewer waves than this do not make another process's kernels wait under MPS. Measured by
 ``scripts/mps_wait_probe.py`` (grids of at most a wave barely block) and confirmed by CV (0.5 to 0.9 alike).

@@ -177,6 +177,7 @@ def cmd_timeline(a) -> int:  # pragma: no cover - GPU
 
 
 def add_commands(sub) -> None:
+    from ..constants import TIMELINE_ITERS, TIMELINE_WARMUP_ITERS
     from . import HelpFormatter, command
 
     prof = sub.add_parser("profile", help="profile a job alone on the GPU, or turn a report into a profile", formatter_class=HelpFormatter)
@@ -238,6 +239,6 @@ def add_commands(sub) -> None:
     p = command(psub, "timeline", "record a zoo job's solo timeline with torch.profiler (GPU)", cmd_timeline)
     p.add_argument("--zoo", required=True, help="zoo job, e.g. lstm_lm-b64-fp32")
     p.add_argument("--out", required=True, help="folder for JOB.timeline.csv.gz and JOB.timeline.json")
-    p.add_argument("--iterations", type=int, default=6, help="iterations timed, then traced")
-    p.add_argument("--warmup", type=int, default=8, help="iterations before timing")
+    p.add_argument("--iterations", type=int, default=TIMELINE_ITERS, help="iterations timed, then traced")
+    p.add_argument("--warmup", type=int, default=TIMELINE_WARMUP_ITERS, help="iterations before timing")
     p.add_argument("--keep-trace", action="store_true", help="also keep torch's Chrome trace (gzipped)")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...constants import GPM_MIN_INTERVALS
+from ...constants import GPM_MIN_INTERVALS, TIMELINE_ITERS
 from ...errors import GpuError, InputError
 from ...gpu import GpuInfo
 from ...profile import JobProfile
@@ -60,9 +60,6 @@ def _window_env(mode: str, warmup: int, iters: int, result: Path, trace: Path | 
     if trace is not None:
         env["COLOPRED_TRACE"] = str(trace)
     return env
-
-
-TIMELINE_ITERS = 6  # iterations traced for the stream overlap, as `colopred profile timeline`
 
 
 def run_timeline(cmd: list[str], source: str = "ncu", *, warmup: int = 10, iters: int = TIMELINE_ITERS,

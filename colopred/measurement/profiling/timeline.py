@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...constants import TIMELINE_ITERS, TIMELINE_WARMUP_ITERS
 from ...errors import InputError
 from ...io import atomic_file, write_text_atomic
 
@@ -192,7 +193,7 @@ def overlap_of(path: str | Path) -> float:
     return round(stream_overlap(load_timeline(path)), 6)
 
 
-def capture(job_name: str, out_dir: str | Path, iterations: int = 6, warmup: int = 8, keep_trace: bool = False) -> dict[str, Any]:  # pragma: no cover - GPU
+def capture(job_name: str, out_dir: str | Path, iterations: int = TIMELINE_ITERS, warmup: int = TIMELINE_WARMUP_ITERS, keep_trace: bool = False) -> dict[str, Any]:  # pragma: no cover - GPU
     """Run, time and trace ``job_name`` on the GPU; write the two files (and torch's raw trace,
     gzipped, with ``keep_trace``); return the metadata."""
     import torch
