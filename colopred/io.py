@@ -1,11 +1,13 @@
 """Writing outputs: every file colopred writes goes through :func:`atomic_file` (a temporary file in the same
 folder, flushed and fsynced, then renamed over the target), so a run killed or failing at any moment leaves
 either the old file or the new one, never half of one. :func:`check_output` refuses, before anything is
-computed, an output that cannot be written or that is one of the inputs."""
+computed, an output that cannot be written or that is one of the inputs. :func:`sha256_of` is the checksum that
+model manifests and imported tables record of a file."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -97,3 +99,12 @@ def fsync_file(path: str | os.PathLike) -> None:
     """Flush a complete file to disk before it is renamed into place."""
     with open(path, "rb+") as f:
         os.fsync(f.fileno())
+
+
+def sha256_of(path: str | os.PathLike) -> str:
+    """The SHA-256 hex digest of the file at ``path``, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

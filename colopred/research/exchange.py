@@ -38,7 +38,6 @@ importing the table back gives the same training rows, in the same order.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -55,7 +54,7 @@ import pandas as pd
 from ..constants import MODES
 from ..errors import InputError
 from ..gpu import GpuInfo
-from ..io import write_text_atomic
+from ..io import sha256_of, write_text_atomic
 from ..measurement.harness.reader import read_windows, slowdown_table
 from ..measurement.harness.records import RECORD_SCHEMA
 from ..profile import JobProfile
@@ -240,14 +239,6 @@ def coarse_profile(name: str, gpu: GpuInfo, iteration_ms: float, values: dict[st
         achieved_occupancy_pct=per_busy(values["sm_occupancy_pct"], active / 100.0 if active is not None else busy),
         tensor_util_pct=per_busy(values.get("tensor_util_pct"), busy), kernel_ms_per_iteration=busy * iteration_ms,
         peak_memory_gib=values.get("memory_used_gib"), meta=meta)
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def import_table(path: str | os.PathLike, dataset: str | os.PathLike, *, name: str | None = None,

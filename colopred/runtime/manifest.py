@@ -12,7 +12,6 @@ folder, and each file's checksum. The default models ship inside the package (:f
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -25,7 +24,7 @@ import numpy as np
 
 from ..constants import INTERVAL_COVERAGE, INTERVAL_QUANTILES
 from ..errors import InputError, SchemaError
-from ..io import fsync_file, stage_file, write_text_atomic
+from ..io import fsync_file, sha256_of, stage_file, write_text_atomic
 from ..schema import loads
 from ..schema import problems as schema_problems
 from .baseline import BASELINE_TERMS, load_kind
@@ -53,10 +52,6 @@ def model_stem(stem: str, mode: str, source: str = "ncu") -> str:
 def default_model_path(mode: str, source: str = "ncu") -> Path:
     """The shipped manifest of ``mode`` for ``source`` profiles (``sources.PROFILE_SOURCES``)."""
     return shipped_models_dir() / f"{model_stem(DEFAULT_MODEL_STEM, mode, source)}.json"
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def strict_json(obj: Any) -> Any:
@@ -101,7 +96,7 @@ def save_model(path: str | os.PathLike, model: SlowdownModel, mode: str, /, **ex
             reg.save_model(str(tmp))
             fsync_file(tmp)
             os.chmod(tmp, 0o644)
-        sums = {part: sha256(tmp) for part, tmp in staged.items()}
+        sums = {part: sha256_of(tmp) for part, tmp in staged.items()}
         man = {"schema": MANIFEST_SCHEMA, "schema_version": MANIFEST_VERSION, "mode": mode,
                "features": list(FEATURES), "model_features": list(model.features_),
                "monotone_increasing": list(MONOTONE_INCREASING), "params": model.tree_params_,
@@ -225,7 +220,7 @@ def load_model(path: str | os.PathLike) -> tuple[SlowdownModel, dict[str, Any]]:
         f = _model_file(path, man["files"][part], part)
         if not f.is_file():
             raise InputError(f, "model file listed in the manifest is missing")
-        if sha256(f) != man["files"][part]["sha256"]:
+        if sha256_of(f) != man["files"][part]["sha256"]:
             raise InputError(f, "checksum mismatch: the model file is corrupt or was changed")
         reg = xgb.XGBRegressor()
         try:
