@@ -198,6 +198,8 @@ def _check_columns(t: pd.DataFrame, path: Path) -> None:
 
 def _values(t: pd.DataFrame, col: str, factor: dict[str, float], path: Path, *, positive: bool = True,
             maximum: float | None = None) -> list[float | None]:
+    """Column ``col`` of ``t`` in our unit, one value a row (None for a blank cell, and for every row of a table without
+    the column); InputError naming the first row whose cell is not a number in range."""
     out = []
     for i, v in enumerate(t[col] if col in t.columns else [None] * len(t)):
         try:
@@ -268,9 +270,9 @@ def import_table(path: str | os.PathLike, dataset: str | os.PathLike, *, name: s
 
     # ---- per row: the measurement
     solo = _values(t, "solo_ms", factor, path)
-    colo = _values(t, "colo_ms", factor, path) if "colo_ms" in t.columns else [None] * len(t)
-    speed = _values(t, "speed", factor, path) if "speed" in t.columns else [None] * len(t)
-    iters = _values(t, "iterations", factor, path) if "iterations" in t.columns else [None] * len(t)
+    colo = _values(t, "colo_ms", factor, path)
+    speed = _values(t, "speed", factor, path)
+    iters = _values(t, "iterations", factor, path)
     rows = []
     for i in range(len(t)):
         set_id, job = str(t["set_id"].iloc[i]).strip(), str(t["job"].iloc[i]).strip()
@@ -332,6 +334,7 @@ def import_table(path: str | os.PathLike, dataset: str | os.PathLike, *, name: s
     source = {"tool": f"colopred import {__version__}", "source": path.name, "source_sha256": digest, "imported_at": imported_at}
     profiles: dict[str, JobProfile] = {}
     gpu_info = None
+    parsed: dict[str, list[float | None]] = {}  # each profile column parsed once, when the first job built from it needs it
     for j in jobs:
         if j in given:
             profiles[j] = given[j]
@@ -341,7 +344,9 @@ def import_table(path: str | os.PathLike, dataset: str | os.PathLike, *, name: s
         idx = [r["row"] - 1 for r in rows if r["job"] == j]
         values: dict[str, float | None] = {}
         for c in have_cols:
-            col = _values(t, c, factor, path, positive=False, maximum=None if c == "memory_used_gib" else 100.0 + 1e-9)
+            if c not in parsed:
+                parsed[c] = _values(t, c, factor, path, positive=False, maximum=None if c == "memory_used_gib" else 100.0 + 1e-9)
+            col = parsed[c]
             vals = {col[i] for i in idx if col[i] is not None}
             if len(vals) > 1:
                 raise InputError(path, f"job {j}: {c} differs between its rows ({', '.join(f'{v:g}' for v in sorted(vals)[:3])}): "
