@@ -11,6 +11,8 @@ Steps (``--steps``, comma separated, run in this order):
             torch.profiler), one process each; --keep-trace-jobs also keep torch's raw trace
   parkcheck solo windows of --parkcheck-jobs with idle workers parked and resident, alternating
             (ABBA over --parkcheck-rounds), on one machine -> parkcheck.csv (reader.park_effect)
+  pincheck  the same time-slicing pairs with and without `measure --pin-cpus`, alternating (ABBA over
+            --pincheck-rounds), on one machine: does pinning each worker to its own CPUs steady launch-bound jobs?
   measure   `colopred measure` campaigns (--campaigns DIR=SETS,... or --campaign-dir), each resumed if it
             exists, in order, stopped at the budget (or --campaign-budget-s each); --gpus all spreads each over
             the node's GPUs (one shard per GPU), except those named in --one-gpu-campaigns (GPU 0 alone)
@@ -293,6 +295,22 @@ def step_parkcheck(work: Path, a) -> None:
         log("parkcheck:\n" + table.to_string(index=False))
 
 
+def step_pincheck(work: Path, a) -> None:
+    """Do launch-bound jobs' times drift less between windows with each worker pinned to its own CPUs? Short
+    time-slicing campaigns of the same sets (--pincheck-sets, each measured twice), with and without --pin-cpus,
+    alternated (ABBA over --pincheck-rounds) so that drift does not favour one kind (tables: scripts/pincheck_table.py)."""
+    jobs = sorted({j for line in Path(a.pincheck_sets).read_text().splitlines()
+                   for j in line.split("#", 1)[0].strip().split("+") if j})
+    plan = ["--jobs", ",".join(jobs), "--sets", a.pincheck_sets, "--mode", "timeslice", "--repeat-frac", "1", "--min-iters", "12"]
+    for r in range(a.pincheck_rounds):
+        for pin in ((False, True) if r % 2 == 0 else (True, False)):
+            if elapsed() > a.budget_s - 90:
+                log("pincheck: budget spent")
+                return
+            d = work / "pincheck" / f"r{r}-{'pinned' if pin else 'free'}"
+            run_measure(work, a, d, plan + ["--pin-cpus"] * pin, False, f"pincheck, pin_cpus={pin}", work / "pincheck.log")
+
+
 def step_bygpu(work: Path, a) -> None:
     """Windows per minute per GPU and cross-GPU agreement of the campaigns measured (``colopred table --by-gpu``)."""
     dirs = [str(d) for d, _, _ in a.campaign_list if (d / "campaign.json").exists()]
@@ -349,7 +367,7 @@ def step_ownjob(work: Path, a) -> None:
 
 
 STEPS = {"env": step_env, "smoke": step_smoke, "gpm": step_gpm, "ncucost": step_ncucost, "ncu": step_ncu, "timeline": step_timeline,
-         "parkcheck": step_parkcheck, "measure": step_measure, "bygpu": step_bygpu, "ownjob": step_ownjob}
+         "parkcheck": step_parkcheck, "pincheck": step_pincheck, "measure": step_measure, "bygpu": step_bygpu, "ownjob": step_ownjob}
 
 
 def main() -> None:
@@ -376,6 +394,8 @@ def main() -> None:
     ap.add_argument("--campaigns", default="", help="DIR=SETSFILE,... measured in order, jobs from each sets file")
     ap.add_argument("--parkcheck-jobs", default="gpt2_small-b8-bf16,vgg16-b256-fp32,resnet18-b16-fp32,mobilenet_v2-b32-fp32-loader")
     ap.add_argument("--parkcheck-rounds", type=int, default=2, help="each round: one parked and one resident campaign")
+    ap.add_argument("--pincheck-sets", default="scripts/sets/h100-pincheck.txt", help="pincheck step: the sets file")
+    ap.add_argument("--pincheck-rounds", type=int, default=2, help="pincheck step: each round one pinned and one free campaign")
     ap.add_argument("--gpus", default="", help="measure step: spread each campaign over these GPUs (all, or 0,1,...)")
     ap.add_argument("--cross-gpu-frac", type=float, default=0.25, help="with --gpus: fraction of sets measured on two GPUs")
     ap.add_argument("--one-gpu-campaigns", default="", help="with --gpus: campaign folder names measured on GPU 0 alone (scaling baseline)")

@@ -1,6 +1,7 @@
 """Zoo models build and train on the CPU at tiny size; real worker processes run windows."""
 
 import json
+import os
 
 import pytest
 
@@ -119,3 +120,35 @@ def test_parking_pool_restarts_evicted_workers_with_the_next_window():
         assert set(plain.workers) == {"resnet18-b2-fp32"} and plain.evicted == ["dlrm-b8-fp32"]
     finally:
         plain.close()
+
+
+def test_cpu_blocks_split_the_cpus_into_disjoint_contiguous_blocks():
+    from colopred.measurement.harness.gpu_pool import cpu_blocks
+
+    b = cpu_blocks(("a", "b", "c"), {7, 0, 1, 2, 3, 4, 5, 6})
+    assert b == {"a": (0, 1, 2), "b": (3, 4, 5), "c": (6, 7)}
+    assert cpu_blocks(("a", "b", "c"), {4, 9}) == {"a": (4,), "b": (9,), "c": (4,)}  # fewer CPUs than jobs: shared
+    assert cpu_blocks((), {0, 1}) == {}
+    with pytest.raises(ValueError):
+        cpu_blocks(("a",), set())
+
+
+@pytest.mark.slow
+def test_pinned_pool_runs_each_worker_on_its_own_cpus_and_records_it(tmp_path):
+    from colopred.measurement.harness.gpu_pool import cpu_blocks
+
+    jobs = ("resnet18-b2-fp32", "dlrm-b8-fp32")
+    want = cpu_blocks(jobs, os.sched_getaffinity(0))
+    seen = {}
+
+    def factory(mode, js):
+        pool = GpuWorkerPool(mode, js, device="cpu", tiny=True, use_nvml=False, pin_cpus=True)
+        seen.update({j: tuple(sorted(os.sched_getaffinity(w.proc.pid))) for j, w in pool.workers.items()})
+        return pool
+
+    cfg = CampaignConfig(jobs=jobs, sets=(jobs,), modes=("timeslice",), repeat_frac=0.0, min_iters=3,
+                         min_window_s=1.0, max_window_s=4.0, warmup_s=0.2)
+    Campaign(tmp_path / "c", cfg).run(factory)
+    assert seen == want
+    w = read_windows(tmp_path / "c")
+    assert set(w["status"]) == {"ok"} and w["pin_cpus"].all()

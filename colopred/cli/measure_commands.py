@@ -54,7 +54,7 @@ def cmd_measure(a) -> int:
         (gpu_index,) = gpus
         os.environ.update(CUDA_VISIBLE_DEVICES=str(gpu_index), CUDA_DEVICE_ORDER="PCI_BUS_ID")
     factory = make_pool_factory(device=a.device, tiny=a.tiny, use_nvml=not a.no_nvml, park_idle=a.park_idle, gpu_index=gpu_index,
-                                commands={c.name: c for c in camp.config.commands}, log=log.detail)
+                                pin_cpus=a.pin_cpus, commands={c.name: c for c in camp.config.commands}, log=log.detail)
     ran = camp.run(factory, progress=Progress(0, stream=None if a.quiet or a.no_progress else sys.stderr), log=log)
     log(f"{ran} windows measured; records in {camp.records_path}")
     return 0
@@ -72,7 +72,7 @@ def _gpus(a) -> list[int]:
 def _pool_args(a) -> list[str]:
     """The worker-pool options a shard process gets from its coordinator."""
     args = ["--device", a.device, "--no-progress"] + ["-q"] * bool(a.quiet) + ["-v"] * bool(a.verbose)
-    for flag in ("tiny", "no_nvml", "park_idle", "fake_gpus"):
+    for flag in ("tiny", "no_nvml", "park_idle", "pin_cpus", "fake_gpus"):
         if getattr(a, flag):
             args.append("--" + flag.replace("_", "-"))
     return args
@@ -86,7 +86,7 @@ def _measure_shard(a, out: Path, log) -> int:
         raise ColopredError("--fake-gpus is for CPU workers (--device cpu) only")
     camp = Campaign(out, None, resume=True, shard=a.shard)
     factory = make_pool_factory(device=a.device, tiny=a.tiny, use_nvml=not a.no_nvml, park_idle=a.park_idle, gpu_index=a.gpu_index,
-                                mps_dir=a.mps_dir, fake_gpu_uuid=f"GPU-fake-{a.gpu_index}" if a.fake_gpus else None,
+                                pin_cpus=a.pin_cpus, mps_dir=a.mps_dir, fake_gpu_uuid=f"GPU-fake-{a.gpu_index}" if a.fake_gpus else None,
                                 commands={c.name: c for c in camp.config.commands}, log=log.detail)
     ran = camp.run(factory, log=log)
     log(f"shard {a.shard}: {ran} windows measured; records in {camp.records_path}")
@@ -220,6 +220,8 @@ def add_commands(sub) -> None:
     p.add_argument("--park-idle", action="store_true",
                    help="keep idle workers' weights and optimizer state in host memory between windows "
                         "(for campaigns whose jobs do not all fit on the GPU at once)")
+    p.add_argument("--pin-cpus", action="store_true",
+                   help="run each job's worker on its own block of this machine's CPUs (steadier solo times of launch-bound jobs)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (for logs); progress lines still print")
     p.add_argument("--gpus", default=None,
                    help="GPUs of this node to spread the campaign over: indices (0,1,2,3) or all; one shard process, worker "

@@ -198,10 +198,12 @@ class Campaign:
         if shard is not None and not (config.shards > 1 and 0 <= shard < config.shards):
             raise InputError(cfg_path, f"the campaign has no shard {shard} (it is spread over {config.shards} GPU(s))")
         self.shard = shard
-        self.plan = full_plan(config) if shard is None else shard_plans(config)[shard]
+        plans = shard_plans(config)
+        whole = [w for p in plans for w in p]  # full_plan(config), of the shard plans built once
+        self.plan = whole if shard is None else plans[shard]
         self.records_path = self.out_dir / records_name(shard)
         self.lock_name = LOCK_FILE if shard is None else f".shard{shard}.lock"
-        if fingerprint is not None and fingerprint != plan_fingerprint(self.plan if shard is None else full_plan(config)):
+        if fingerprint is not None and fingerprint != plan_fingerprint(whole):
             raise InputError(cfg_path, "the plan rebuilt from these settings is not the one recorded (made by another colopred "
                                        "version?): finish the campaign with that version, or start a new --out")
         self.run_id: str | None = None  # set by run(): one per invocation
@@ -307,6 +309,7 @@ class Campaign:
             "warmup_s": round(warmup, 3),
             "provenance": provenance(w.mode, pool.gpu_name, pool.driver, getattr(pool, "gpu_uuid", None)),
             "park_idle": bool(getattr(pool, "park_idle", False)),  # idle workers' state kept in host memory
+            "pin_cpus": bool(getattr(pool, "pin_cpus", False)),  # each worker on its own block of CPUs
             "run_id": self.run_id,
         }
         if self.shard is not None:  # harness 1.4: the shard and the GPU (index on its node) of a multi-GPU campaign

@@ -7,6 +7,7 @@ the same processes and protocol without a GPU.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,26 @@ def refill_batch(evicted: list[str], peak_gib: dict[str, float], free_gib: float
     return out
 
 
+def cpu_blocks(jobs: tuple[str, ...], cpus) -> dict[str, tuple[int, ...]]:
+    """Disjoint blocks of ``cpus`` (sorted, contiguous, sizes differing by at most one), one per job in order;
+    with fewer CPUs than jobs each job gets one CPU, shared round-robin. Contiguous blocks keep a worker, its
+    launch thread and its data-loader processes on neighbouring cores (``--pin-cpus``)."""
+    cpus = sorted(cpus)
+    if not jobs:
+        return {}
+    if not cpus:
+        raise ValueError("no CPUs to pin the workers to")
+    if len(cpus) < len(jobs):
+        return {j: (cpus[i % len(cpus)],) for i, j in enumerate(jobs)}
+    size, extra = divmod(len(cpus), len(jobs))
+    out, start = {}, 0
+    for i, j in enumerate(jobs):
+        n = size + (i < extra)
+        out[j] = tuple(cpus[start : start + n])
+        start += n
+    return out
+
+
 def _receive(w: "_Worker", deadline: float, clock) -> dict | None:
     """The worker's next message, or None if it exits or ``clock()`` passes ``deadline`` first."""
     while clock() < deadline:
@@ -69,13 +90,17 @@ class GpuWorkerPool:
     def __init__(self, mode: str, jobs: tuple[str, ...], *, device: str = "cuda", tiny: bool = False,
                  mps_dir: str = "/tmp/colopred-mps", use_nvml: bool = True, prestart: int = 4, park_idle: bool = False,
                  gpu_index: int | None = None, fake_gpu_uuid: str | None = None, commands: dict | None = None,
-                 log=lambda s: None):
+                 pin_cpus: bool = False, log=lambda s: None):
         self.mode = mode
         self.device = device
         self.tiny = tiny
         # Park idle workers: weights and optimizer state wait in host memory between windows,
         # so many workers stay resident (each keeps only its CUDA context on the GPU).
         self.park_idle = park_idle
+        # Pin each zoo worker (and the processes it starts) to its own block of this process's CPUs, so the
+        # scheduler does not move a launch-bound job's host thread between cores from one window to the next.
+        self.cpus: dict[str, tuple[int, ...]] = cpu_blocks(tuple(jobs), os.sched_getaffinity(0)) if pin_cpus else {}
+        self.pin_cpus = pin_cpus
         self.log = log
         self.ctx = mp.get_context("spawn")
         self.workers: dict[str, _Worker] = {}
@@ -130,7 +155,7 @@ class GpuWorkerPool:
         # Not daemonic: input-bound (loader) jobs start DataLoader worker processes of their own.
         # The pool stops every worker in close(); the campaign runs in its own process group.
         p = self.ctx.Process(target=worker_main, args=(job, child, self.device, self.tiny),
-                             kwargs={"park": self.park_idle}, daemon=False, name=f"colopred-{job}")
+                             kwargs={"park": self.park_idle, "cpus": self.cpus.get(job)}, daemon=False, name=f"colopred-{job}")
         p.start()
         child.close()
         return _Worker(job, p, parent)

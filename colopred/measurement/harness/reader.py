@@ -150,6 +150,7 @@ def _window_row(r: dict, campaign: str, seq: int) -> dict:
         "host": prov.get("host"),
         "gpu_uuid": prov.get("gpu_uuid"),
         "park_idle": bool(r.get("park_idle", False)),
+        "pin_cpus": bool(r.get("pin_cpus", False)),
         "run_id": r.get("run_id"),
         "shard": r.get("shard"),
         "gpu_index": r.get("gpu_index"),
@@ -158,7 +159,7 @@ def _window_row(r: dict, campaign: str, seq: int) -> dict:
 
 WINDOW_COLUMNS = ["campaign", "seq", "window_id", "record_id", "mode", "kind", "jobs", "set", "n_jobs", "repeat", "status", "reason",
                   "results", "gpm", "window_s", "wall_s", "started_at", "gpu", "driver", "torch", "harness_version", "host",
-                  "gpu_uuid", "park_idle", "run_id", "shard", "gpu_index"]
+                  "gpu_uuid", "park_idle", "pin_cpus", "run_id", "shard", "gpu_index"]
 
 
 def segments(windows: pd.DataFrame) -> pd.Series:

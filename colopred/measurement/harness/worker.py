@@ -58,10 +58,16 @@ def run_window(job, start_at: float, count_from: float, end_at: float) -> dict:
     return out
 
 
-def worker_main(job_name: str, conn, device: str = "cuda", tiny: bool = False, warmup_iters: int = 5, park: bool = False) -> None:
-    """Entry point of a worker process."""
+def worker_main(job_name: str, conn, device: str = "cuda", tiny: bool = False, warmup_iters: int = 5, park: bool = False,
+                cpus: tuple[int, ...] | None = None) -> None:
+    """Entry point of a worker process; ``cpus``: run on these CPUs only, with as many torch threads."""
     try:
+        if cpus:
+            os.sched_setaffinity(0, cpus)
         import torch
+
+        if cpus:
+            torch.set_num_threads(len(cpus))
 
         from ..zoo.registry import JobSpec
         from ..zoo.training import build
