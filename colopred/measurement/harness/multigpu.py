@@ -181,8 +181,7 @@ class ShardedCampaign:
 
     def pending(self, k: int) -> int:
         """Windows shard ``k`` still has to run."""
-        c = self.shard(k)
-        return len(c.plan) - len(c.done_ids())
+        return _pending(self.shard(k))
 
     def run(self, gpus: list[int], launch: Launcher, *, shards: list[int] | None = None,
             log: Callable[[str], None] = lambda s: None, poll_s: float = 0.5, progress_s: float = 60.0) -> dict[int, int]:
@@ -197,14 +196,15 @@ class ShardedCampaign:
             codes: dict[int, int] = {}
             running: dict[int, Process] = {}
             restarts = {k: 0 for k in shards}
+            parts = {k: self.shard(k) for k in shards}  # each shard's plan built once
             for k in shards:
-                left = self.pending(k)
+                left = _pending(parts[k])
                 if left == 0:
                     codes[k] = 0
                     continue
                 log(f"shard {k} on GPU {gpu_of[k]}: {left} windows to run")
                 running[k] = launch(k, gpu_of[k])
-            total = sum(len(self.shard(k).plan) for k in shards)
+            total = sum(len(parts[k].plan) for k in shards)
             shown = time.monotonic()
             try:
                 while running:
@@ -231,6 +231,11 @@ class ShardedCampaign:
                 stop_all(running.values())
                 raise
         return codes
+
+
+def _pending(shard: Campaign) -> int:
+    """Windows a shard's campaign still has to run."""
+    return len(shard.plan) - len(shard.done_ids())
 
 
 def _lines(path: Path) -> int:
