@@ -45,19 +45,25 @@ def cmd_measure(a) -> int:
         camp = Campaign(out, cfg, resume=a.resume)
     if camp.config.shards > 1:
         return _measure_sharded(a, camp, gpus, log)
-    from ..measurement.harness.gpu_pool import make_pool_factory
-
     gpu_index = None
     if gpus is not None:  # one GPU of the node: its workers see only it
         if len(gpus) != 1:
             raise ColopredError(f"{out}: the campaign was planned for one GPU; --gpus names {len(gpus)}")
         (gpu_index,) = gpus
         os.environ.update(CUDA_VISIBLE_DEVICES=str(gpu_index), CUDA_DEVICE_ORDER="PCI_BUS_ID")
-    factory = make_pool_factory(device=a.device, tiny=a.tiny, use_nvml=not a.no_nvml, park_idle=a.park_idle, gpu_index=gpu_index,
-                                pin_cpus=a.pin_cpus, commands={c.name: c for c in camp.config.commands}, log=log.detail)
-    ran = camp.run(factory, progress=Progress(0, stream=None if a.quiet or a.no_progress else sys.stderr), log=log)
+    ran = _run_pool(a, camp, log, gpu_index, progress=Progress(0, stream=None if a.quiet or a.no_progress else sys.stderr))
     log(f"{ran} windows measured; records in {camp.records_path}")
     return 0
+
+
+def _run_pool(a, camp, log, gpu_index: int | None, progress=None, **pool) -> int:
+    """Run ``camp`` (a one-GPU campaign, or one shard of a multi-GPU one) with a worker pool of ``a``'s options on GPU
+    ``gpu_index``; ``pool``: further GpuWorkerPool settings. Returns the windows measured."""
+    from ..measurement.harness.gpu_pool import make_pool_factory
+
+    factory = make_pool_factory(device=a.device, tiny=a.tiny, use_nvml=not a.no_nvml, park_idle=a.park_idle, gpu_index=gpu_index,
+                                pin_cpus=a.pin_cpus, commands={c.name: c for c in camp.config.commands}, log=log.detail, **pool)
+    return camp.run(factory, progress=progress, log=log)
 
 
 def _gpus(a) -> list[int]:
@@ -80,15 +86,11 @@ def _pool_args(a) -> list[str]:
 
 def _measure_shard(a, out: Path, log) -> int:
     from ..measurement.harness.campaign import Campaign
-    from ..measurement.harness.gpu_pool import make_pool_factory
 
     if a.fake_gpus and a.device != "cpu":
         raise ColopredError("--fake-gpus is for CPU workers (--device cpu) only")
     camp = Campaign(out, None, resume=True, shard=a.shard)
-    factory = make_pool_factory(device=a.device, tiny=a.tiny, use_nvml=not a.no_nvml, park_idle=a.park_idle, gpu_index=a.gpu_index,
-                                pin_cpus=a.pin_cpus, mps_dir=a.mps_dir, fake_gpu_uuid=f"GPU-fake-{a.gpu_index}" if a.fake_gpus else None,
-                                commands={c.name: c for c in camp.config.commands}, log=log.detail)
-    ran = camp.run(factory, log=log)
+    ran = _run_pool(a, camp, log, a.gpu_index, mps_dir=a.mps_dir, fake_gpu_uuid=f"GPU-fake-{a.gpu_index}" if a.fake_gpus else None)
     log(f"shard {a.shard}: {ran} windows measured; records in {camp.records_path}")
     return 0
 
