@@ -133,10 +133,10 @@ class CommandProcess:
     """A worker that is a command (a ``subprocess.Popen``), with the parts of ``multiprocessing.Process`` the pool
     uses. Its stderr goes to a temporary file whose last lines explain a worker that dies."""
 
-    def __init__(self, job: JobCommand, child_fd: int, device_env: dict[str, str] | None = None):
+    def __init__(self, job: JobCommand, child_fd: int):
         self.job = job
         self._log = tempfile.TemporaryFile()
-        env = {**os.environ, **dict(job.env), **(device_env or {}), "COLOPRED_WINDOW": "worker",
+        env = {**os.environ, **dict(job.env), "COLOPRED_WINDOW": "worker",
                "COLOPRED_WORKER_FD": str(child_fd), "COLOPRED_WARMUP": str(WARMUP_ITERS), "PYTHONUNBUFFERED": "1"}
         try:
             self.popen = subprocess.Popen(list(job.command), env=env, cwd=job.cwd, pass_fds=(child_fd,),

@@ -145,7 +145,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def subprocess_launcher(out_dir: Path, pool_args: list[str], mps_base: str = MPS_BASE_DIR, uuids: dict[int, str] | None = None) -> Launcher:
+def subprocess_launcher(out_dir: Path, pool_args: list[str], uuids: dict[int, str] | None = None) -> Launcher:
     """Starts shard processes in the coordinator's process group (a signal to the group stops them all; on Linux
     they are also stopped when the coordinator dies), each logging to ``logs/shardK.log`` in the campaign folder."""
     logs = Path(out_dir) / "logs"
@@ -153,7 +153,7 @@ def subprocess_launcher(out_dir: Path, pool_args: list[str], mps_base: str = MPS
     def launch(shard: int, gpu_index: int) -> subprocess.Popen:
         logs.mkdir(parents=True, exist_ok=True)
         with open(logs / f"shard{shard}.log", "a") as f:
-            return subprocess.Popen(shard_command(out_dir, shard, gpu_index, pool_args, mps_base), stdout=f,
+            return subprocess.Popen(shard_command(out_dir, shard, gpu_index, pool_args), stdout=f,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=shard_env(gpu_index, uuid=(uuids or {}).get(gpu_index)),
                                     preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
 
