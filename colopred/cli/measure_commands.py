@@ -96,7 +96,8 @@ def _measure_shard(a, out: Path, log) -> int:
 
 
 def _measure_sharded(a, camp, gpus: list[int] | None, log) -> int:
-    from ..measurement.harness.multigpu import ShardedCampaign, gpu_uuids, node_shards, shard_record_counts, subprocess_launcher
+    from ..measurement.harness.multigpu import ShardedCampaign, node_shards, shard_record_counts, subprocess_launcher
+    from ..measurement.nvml import gpu_uuids
     from . import err
 
     cfg = camp.config

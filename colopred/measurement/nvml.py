@@ -97,6 +97,38 @@ class Nvml:
             pass
 
 
+def device_count() -> int:
+    """How many GPUs NVML sees; raises where there is no NVML (nvidia-ml-py or the driver's library)."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        return int(pynvml.nvmlDeviceGetCount())
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def gpu_uuids(indices: list[int]) -> dict[int, str]:
+    """{NVML index: UUID} of the GPUs that NVML can name (empty without NVML)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no NVML, no driver: indices will do
+        return {}
+    out = {}
+    try:
+        for i in indices:
+            try:
+                u = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
+                out[i] = u.decode() if isinstance(u, bytes) else u
+            except pynvml.NVMLError:
+                pass
+    finally:
+        pynvml.nvmlShutdown()
+    return out
+
+
 def time_weighted(intervals: list[dict[str, float]]) -> dict[str, float]:
     """Average GPM intervals ``{"seconds": dt, metric: value, ...}`` weighted by their length."""
     total = sum(iv["seconds"] for iv in intervals)

@@ -72,15 +72,10 @@ def parse_gpus(spec: str, count: Callable[[], int] | None = None) -> list[int]:
 
 def nvml_device_count() -> int:
     from ...errors import GpuError
+    from ..nvml import device_count
 
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return int(pynvml.nvmlDeviceGetCount())
-        finally:
-            pynvml.nvmlShutdown()
+        return device_count()
     except Exception as e:  # noqa: BLE001 - no NVML, no driver
         raise GpuError(f"--gpus all: cannot count the GPUs through NVML ({e.__class__.__name__}); list them instead") from None
 
@@ -105,27 +100,6 @@ def shard_env(gpu_index: int, base: dict[str, str] | None = None, uuid: str | No
     env["CUDA_VISIBLE_DEVICES"] = uuid or str(gpu_index)
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     return env
-
-
-def gpu_uuids(indices: list[int]) -> dict[int, str]:
-    """{NVML index: UUID} of the GPUs that NVML can name (empty without NVML)."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:  # noqa: BLE001 - no NVML, no driver: indices will do
-        return {}
-    out = {}
-    try:
-        for i in indices:
-            try:
-                u = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
-                out[i] = u.decode() if isinstance(u, bytes) else u
-            except pynvml.NVMLError:
-                pass
-    finally:
-        pynvml.nvmlShutdown()
-    return out
 
 
 def shard_command(out_dir: Path, shard: int, gpu_index: int, pool_args: list[str], mps_base: str = MPS_BASE_DIR) -> list[str]:
