@@ -14,6 +14,7 @@ from ..errors import ColopredError, InputError
 
 def cmd_measure(a) -> int:
     from ..measurement.harness.campaign import Campaign, Progress
+    from ..measurement.harness.mps import visible_env
     from ..measurement.harness.plan import CampaignConfig, expand_sets
     from . import log_of
 
@@ -50,7 +51,7 @@ def cmd_measure(a) -> int:
         if len(gpus) != 1:
             raise ColopredError(f"{out}: the campaign was planned for one GPU; --gpus names {len(gpus)}")
         (gpu_index,) = gpus
-        os.environ.update(CUDA_VISIBLE_DEVICES=str(gpu_index), CUDA_DEVICE_ORDER="PCI_BUS_ID")
+        os.environ.update(visible_env(gpu_index))
     ran = _run_pool(a, camp, log, gpu_index, progress=Progress(0, stream=None if a.quiet or a.no_progress else sys.stderr))
     log(f"{ran} windows measured; records in {camp.records_path}")
     return 0

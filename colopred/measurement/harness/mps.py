@@ -16,6 +16,20 @@ from ...errors import GpuError
 CONTROL = "nvidia-cuda-mps-control"
 
 
+def visible_env(gpu_index: int, uuid: str | None = None) -> dict[str, str]:
+    """The environment variables that show CUDA only GPU ``gpu_index`` of the node: by UUID where known, else by index
+    in PCI bus order (NVML's order). The MPS server remaps the GPUs CUDA_VISIBLE_DEVICES gives its daemon (the daemon's
+    GPU is its clients' device 0): a UUID names the same GPU to the daemon and its clients, an index does not, so
+    :meth:`MpsDaemon.start` keeps a UUID in its clients' environment and drops an index (NVIDIA MPS docs, "Environment
+    Variables")."""
+    return {"CUDA_VISIBLE_DEVICES": uuid or str(gpu_index), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+
+def _names_by_uuid(visible: str) -> bool:
+    """Whether a CUDA_VISIBLE_DEVICES value names its GPUs by UUID (``GPU-...``, ``MIG-...``) alone."""
+    return all(v.strip().startswith(("GPU-", "MIG-")) for v in visible.split(","))
+
+
 class MpsDaemon:
     """``start()`` launches ``nvidia-cuda-mps-control -d`` with private pipe/log directories and
     points this process's environment (inherited by workers) at it; ``stop()`` sends ``quit``."""
@@ -55,11 +69,10 @@ class MpsDaemon:
         if p.returncode != 0:
             raise GpuError(f"cannot start the MPS daemon: {(p.stderr or p.stdout).strip()}")
         os.environ.update(self.env)
-        # The MPS server remaps the GPUs CUDA_VISIBLE_DEVICES gave the daemon (its GPU is the clients' device 0): a
-        # client keeping an index there fails, one keeping a UUID does not (NVIDIA MPS docs, "Environment
-        # Variables"). A daemon started for GPU 2 of a node, say, so leaves its workers without the index.
+        # A client keeping an index the MPS server remapped fails (visible_env): a daemon started for GPU 2 of a node,
+        # say, leaves its workers without the index.
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if visible is not None and not all(v.strip().startswith(("GPU-", "MIG-")) for v in visible.split(",")):
+        if visible is not None and not _names_by_uuid(visible):
             self._client_visible = os.environ.pop("CUDA_VISIBLE_DEVICES")
         self.running = True
         time.sleep(0.5)

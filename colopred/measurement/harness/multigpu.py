@@ -23,6 +23,7 @@ from typing import Callable, Protocol
 from ...errors import ColopredError, InputError
 from ...io import write_text_atomic
 from .campaign import CONFIG_FILE, Campaign, CampaignLock, read_config, write_config
+from .mps import visible_env
 from .plan import CampaignConfig
 from .records import iter_records
 from .sharding import records_name, shard_of_file
@@ -94,12 +95,9 @@ def node_shards(config: CampaignConfig, n_gpus: int, node: int | None, nodes: in
 
 
 def shard_env(gpu_index: int, base: dict[str, str] | None = None, uuid: str | None = None) -> dict[str, str]:
-    """The environment of a shard process: only its GPU visible, by UUID where known (the MPS server remaps indices;
-    a UUID means the same GPU to the daemon and its clients), else by index in PCI bus order (NVML's order)."""
-    env = dict(os.environ if base is None else base)
-    env["CUDA_VISIBLE_DEVICES"] = uuid or str(gpu_index)
-    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    return env
+    """The environment of a shard process: ``base`` (default: this process's) with only its GPU visible
+    (:func:`mps.visible_env`)."""
+    return {**(os.environ if base is None else base), **visible_env(gpu_index, uuid)}
 
 
 def shard_command(out_dir: Path, shard: int, gpu_index: int, pool_args: list[str], mps_base: str = MPS_BASE_DIR) -> list[str]:
