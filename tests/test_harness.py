@@ -86,6 +86,25 @@ def test_plan_is_deterministic_and_interleaves_solos():
         assert len(inner) >= len(colo) // cfg.solo_every - 1
 
 
+def test_repeat_fraction_above_one_measures_every_set_several_times_in_rounds():
+    """--repeat-frac 2.5: every set three times (first windows, then two rounds each in its own order) and half of
+    them a fourth time; the first windows are those of a plan without repeats, and fractions up to 1 keep their plan."""
+    base = [w for w in make_plan(config(repeat_frac=0.0)) if w.kind == "colo"]
+    for mode in ("timeslice", "mps"):
+        colo = [w for w in make_plan(config(repeat_frac=2.5)) if w.kind == "colo" and w.mode == mode]
+        n = len(config().sets)
+        assert [w.jobs for w in colo[:n]] == [w.jobs for w in base if w.mode == mode]
+        counts = {s: sum(w.jobs == s for w in colo) for s in config().sets}
+        assert sorted(counts.values()) == sorted([3] * (n - round(0.5 * n)) + [4] * round(0.5 * n))
+        for r in (1, 2):
+            assert sorted(w.jobs for w in colo if w.repeat == r) == sorted(config().sets)
+        assert [w.repeat for w in colo] == sorted(w.repeat for w in colo)  # rounds in order
+    one = [w for w in make_plan(config(repeat_frac=1.0)) if w.kind == "colo" and w.mode == "mps"]
+    assert sorted(w.jobs for w in one if w.repeat == 1) == sorted(config().sets)
+    with pytest.raises(ValueError, match="repeat fraction"):
+        config(repeat_frac=-0.5)
+
+
 def test_bracketed_plan_measures_every_member_alone_right_before_and_after():
     cfg = config(bracket=True)
     plan = make_plan(cfg)

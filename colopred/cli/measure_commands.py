@@ -212,7 +212,8 @@ def add_commands(sub) -> None:
     p.add_argument("--max-sets", type=int, default=None, help="sample at most N sets of each size")
     p.add_argument("--seed", type=int, default=0, help="seed of the window order and sampled sets")
     p.add_argument("--solo-every", type=int, default=3, help="a solo window after every N collocated ones")
-    p.add_argument("--repeat-frac", type=float, default=0.1, help="fraction of sets measured twice")
+    p.add_argument("--repeat-frac", type=float, default=0.1, help="fraction of sets measured twice; above 1, every set is measured 1 + floor(F) times and a fraction "
+                        "F - floor(F) of them once more (labels averaged over several windows of one run)")
     p.add_argument("--bracket", action="store_true",
                    help="solo windows of each member right before and after every collocated window (instead of --solo-every): "
                         "baselines seconds away from each slowdown, whatever the drift between windows")

@@ -62,6 +62,8 @@ class CampaignConfig:
             raise ValueError(f"the number of GPUs (shards) must be a positive integer, not {self.shards!r}")
         if not 0.0 <= self.cross_gpu_frac <= 1.0:
             raise ValueError(f"--cross-gpu-frac must lie in [0, 1], not {self.cross_gpu_frac!r}")
+        if not self.repeat_frac >= 0:
+            raise ValueError(f"the repeat fraction must be at least 0, not {self.repeat_frac!r}")
         if self.cross_gpu_frac > 0 and self.shards < 2:
             raise ValueError("--cross-gpu-frac needs a campaign over at least two GPUs")
         for m in self.modes:
@@ -138,6 +140,18 @@ def expand_sets(spec: str, jobs: list[str], *, max_sets: int | None = None, seed
     return out
 
 
+def _repeats(sets: list[tuple[str, ...]], frac: float, rng: random.Random) -> list[tuple[tuple[str, ...], int]]:
+    """(set, repeat number) of the windows measured again after every set's first: a sample of ``frac`` of the sets
+    once more, or for ``frac`` > 1 every set floor(frac) more times (each round in its own order) and a sample of the
+    rest once more, so repeats of a set lie minutes apart in one run."""
+    if frac <= 1:
+        n_rep = round(frac * len(sets))
+        return [(s, 1) for s in rng.sample(sets, n_rep)] if n_rep else []
+    whole = int(frac)
+    out = [(s, r) for r in range(1, whole + 1) for s in rng.sample(sets, len(sets))]
+    return out + [(s, whole + 1) for s in rng.sample(sets, round((frac - whole) * len(sets)))]
+
+
 def make_plan(cfg: CampaignConfig) -> list[WindowSpec]:
     """Deterministic window schedule for ``cfg`` (see module docstring)."""
     plan: list[WindowSpec] = []
@@ -153,9 +167,7 @@ def make_plan(cfg: CampaignConfig) -> list[WindowSpec]:
         rng = random.Random(f"{cfg.seed}:{mode}")
         sets = list(cfg.sets)
         rng.shuffle(sets)
-        n_rep = round(cfg.repeat_frac * len(sets))
-        repeats = rng.sample(sets, n_rep) if n_rep else []
-        order = [(s, 0) for s in sets] + [(s, 1) for s in repeats]
+        order = [(s, 0) for s in sets] + _repeats(sets, cfg.repeat_frac, rng)
         for j in cfg.jobs:
             add(mode, "solo", (j,))
         if cfg.bracket:
