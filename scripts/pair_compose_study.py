@@ -7,6 +7,7 @@ window (both profiles re-timed to their solo times there), j the target. The set
 
 - ``shipped``: the shipped design, for reference (no pair model).
 - ``feat_sum_max``: the shipped baseline; the trees also see Σ_k log ŝ_jk and max_k log ŝ_jk.
+- ``feat_mean_max``: the same with the mean over co-runners instead of the sum (bounded: it does not grow with the set).
 - ``base_prod``: baseline exp(Σ_k log ŝ_jk) (no coefficient); the shipped trees correct it.
 - ``base_add``: baseline 1 + Σ_k (ŝ_jk − 1) (floored at 0.5); the shipped trees correct it.
 - ``blend_feat``: baseline 1 + α·L + β_full·W·φ + β_small·W·(1 − φ) + c·Σ_k (ŝ_jk − 1), all ≥ 0 by NNLS; the trees also
@@ -53,7 +54,7 @@ from colopred.runtime.estimator import SlowdownModel  # noqa: E402
 from colopred.runtime.features import FEATURES, MONOTONE_INCREASING, feature_matrix, model_features, profile_matrix  # noqa: E402
 
 KINDS = tuple(LOCKED_KINDS)  # leave-arch, pairs -> triples, pairs and triples -> four-job sets
-VARIANTS = ("shipped", "feat_sum_max", "base_prod", "base_add", "blend_feat")
+VARIANTS = ("shipped", "feat_sum_max", "feat_mean_max", "base_prod", "base_add", "blend_feat")
 BASE_FLOOR = 0.5
 """Floor of the additive composed baseline 1 + Σ(ŝ − 1) (pair predictions below 1 could drive it to 0)."""
 
@@ -129,6 +130,7 @@ class SetModel:
 
 SPEC = {  # variant -> (baseline, extra tree columns)
     "feat_sum_max": ("shipped", ("sum_log", "max_log")),
+    "feat_mean_max": ("shipped", ("mean_log", "max_log")),
     "base_prod": ("prod", ()),
     "base_add": ("add", ()),
     "blend_feat": ("blend", ("mean_log", "max_log")),
