@@ -78,27 +78,31 @@ def agreement(fields: pd.DataFrame, ncu: dict) -> tuple[pd.DataFrame, pd.DataFra
     return per_job, pd.DataFrame(summary)
 
 
-def _fit_predict(mode, feats, X, s, tr, te) -> np.ndarray:
-    m = SlowdownModel(mode=mode, features=feats, params={"random_state": 0}, interval=False, calibrate=False)
-    return m.fit(X[tr], s[tr]).predict(X[te])
+def _fit_predict(mode, feats, X, s, tr, te, seeds: int = 1) -> np.ndarray:
+    """The mean over ``seeds`` tree seeds (0, 1, ...) of the predictions of ``te``."""
+    return np.mean([SlowdownModel(mode=mode, features=feats, params={"random_state": k}, interval=False, calibrate=False)
+                    .fit(X[tr], s[tr]).predict(X[te]) for k in range(seeds)], axis=0)
 
 
-def figures(df: pd.DataFrame, mode: str, feats: tuple[str, ...], locked: list[str]) -> list[dict]:
+def figures(df: pd.DataFrame, mode: str, feats: tuple[str, ...], locked: list[str], seeds: int = 1,
+            protocols: tuple[str, ...] = ("development CV", "all architectures CV", "locked")) -> list[dict]:
     X, s = df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy()
     lk = is_locked(df, locked)
     n_jobs = df["n_jobs"].to_numpy()
     out = []
     for protocol, rows in (("development CV", np.flatnonzero(~lk)), ("all architectures CV", np.arange(len(df)))):
+        if protocol not in protocols:
+            continue
         sub = df.iloc[rows].reset_index(drop=True)
         for kind in LOCKED_KINDS:
             p = np.full(len(sub), np.nan)
             for _, tr, te in splits(sub, kind):
-                p[te] = _fit_predict(mode, feats, X[rows], s[rows], tr, te)
+                p[te] = _fit_predict(mode, feats, X[rows], s[rows], tr, te, seeds)
             ok = ~np.isnan(p)
             out.append({"protocol": protocol, "split": kind, "rows": int(ok.sum()), "mape_pct": mape_pct(s[rows][ok], p[ok])})
-    for kind, (train_size, test_size) in LOCKED_KINDS.items():
+    for kind, (train_size, test_size) in LOCKED_KINDS.items() if "locked" in protocols else ():
         tr, te = np.flatnonzero(~lk & train_size(n_jobs)), np.flatnonzero(lk & test_size(n_jobs))
-        out.append({"protocol": "locked", "split": kind, "rows": len(te), "mape_pct": mape_pct(s[te], _fit_predict(mode, feats, X, s, tr, te))})
+        out.append({"protocol": "locked", "split": kind, "rows": len(te), "mape_pct": mape_pct(s[te], _fit_predict(mode, feats, X, s, tr, te, seeds))})
     return out
 
 
@@ -106,8 +110,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=str(ROOT / "datasets" / "h100"))
     ap.add_argument("--out", default=str(ROOT / "reports" / "h100" / "gpm_timeline"))
+    ap.add_argument("--seeds", type=int, default=1, help="predictions averaged over this many tree seeds")
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--variants", default=None, help="comma-separated indices into VARIANTS (default: all)")
+    ap.add_argument("--protocols", default="development CV,all architectures CV,locked")
     a = ap.parse_args()
     root, out = Path(a.data), Path(a.out)
+    variants = dict(list(VARIANTS.items())[int(i)] for i in a.variants.split(",")) if a.variants else VARIANTS
+    protocols = tuple(a.protocols.split(","))
     out.mkdir(parents=True, exist_ok=True)
     tdir = root / "timelines" / "launch"
     fields = load_fields(tdir)
@@ -117,18 +127,18 @@ def main() -> None:
     locked = locked_architectures(root)
     files = sorted((root / "profiles" / "nvml").glob("*.json")) + sorted(tdir.glob("*.timeline.*"))
     rows = []
-    for name, (written, feats) in VARIANTS.items():
+    for name, (written, feats) in variants.items():
         # from counters alone (the shipped profiles carry the timeline fields), then the variant's fields
         prof = {j: p.with_(**{f: None for f in GPM_TIMELINE_FIELDS}).with_(**{f: float(fields.at[j, f]) for f in written})
                 for j, p in gpm.items() if j in fields.index}
         ds = dataset_from(root, prof, files, profile_source="nvml")
-        for mode in MODES:
-            for r in figures(ds.for_mode(mode), mode, feats(mode), locked):
+        for mode in a.modes.split(","):
+            for r in figures(ds.for_mode(mode), mode, feats(mode), locked, a.seeds, protocols):
                 rows.append({"mode": mode, "variant": name, **r})
                 print(rows[-1], flush=True)
     table = pd.DataFrame(rows)
     table.to_csv(out / "variants.csv", index=False, float_format="%.4g")
-    wide = table.pivot_table(index=["mode", "protocol", "split"], columns="variant", values="mape_pct", sort=False)[list(VARIANTS)]
+    wide = table.pivot_table(index=["mode", "protocol", "split"], columns="variant", values="mape_pct", sort=False)[list(variants)]
     write_text_atomic(out / "README.md", "\n".join([
         "# GPM profiles completed by a solo timeline (issue 23, item 4)",
         "",
