@@ -269,6 +269,14 @@ def step_measure(work: Path, a) -> None:
         run_measure(work, a, d, plan, a.park_idle, f"{len(jobs)} jobs, sets {sets}", work / f"measure-{d.name}.log")
 
 
+def abba(rounds: int, first: bool):
+    """(round, flag) of alternated campaigns: ``first`` then the other, in reverse order every other round (ABBA), so
+    that drift over the call favours neither kind."""
+    for r in range(rounds):
+        for flag in ((first, not first) if r % 2 == 0 else (not first, first)):
+            yield r, flag
+
+
 def step_parkcheck(work: Path, a) -> None:
     """Is a solo time the same with idle workers parked (state in host memory) as resident? Short
     timeslice campaigns of the same jobs (one pair each, so parked workers exist), with and without
@@ -280,14 +288,13 @@ def step_parkcheck(work: Path, a) -> None:
     plan = ["--jobs", ",".join(a.parkcheck_jobs), "--sets", "pairs", "--max-sets", "1", "--mode", "timeslice",
             "--repeat-frac", "0", "--min-iters", "12"]
     dirs = []
-    for r in range(a.parkcheck_rounds):
-        for park in ((True, False) if r % 2 == 0 else (False, True)):
-            if elapsed() > a.budget_s - 60:
-                log("parkcheck: budget spent")
-                break
-            d = work / "parkcheck" / f"r{r}-{'parked' if park else 'resident'}"
-            run_measure(work, a, d, plan, park, f"parkcheck, park_idle={park}", work / "parkcheck.log")
-            dirs.append(d)
+    for r, park in abba(a.parkcheck_rounds, True):
+        if elapsed() > a.budget_s - 60:
+            log("parkcheck: budget spent")
+            break
+        d = work / "parkcheck" / f"r{r}-{'parked' if park else 'resident'}"
+        run_measure(work, a, d, plan, park, f"parkcheck, park_idle={park}", work / "parkcheck.log")
+        dirs.append(d)
     have = [d for d in dirs if (d / "windows.jsonl").exists()]
     if have:
         table = park_effect(pd.concat([read_windows(d) for d in have], ignore_index=True))
@@ -299,16 +306,16 @@ def step_pincheck(work: Path, a) -> None:
     """Do launch-bound jobs' times drift less between windows with each worker pinned to its own CPUs? Short
     time-slicing campaigns of the same sets (--pincheck-sets, each measured twice), with and without --pin-cpus,
     alternated (ABBA over --pincheck-rounds) so that drift does not favour one kind (tables: scripts/pincheck_table.py)."""
-    jobs = sorted({j for line in Path(a.pincheck_sets).read_text().splitlines()
-                   for j in line.split("#", 1)[0].strip().split("+") if j})
+    from colopred.measurement.harness.plan import expand_sets
+
+    jobs = sorted({j for s in expand_sets(a.pincheck_sets, []) for j in s})
     plan = ["--jobs", ",".join(jobs), "--sets", a.pincheck_sets, "--mode", "timeslice", "--repeat-frac", "1", "--min-iters", "12"]
-    for r in range(a.pincheck_rounds):
-        for pin in ((False, True) if r % 2 == 0 else (True, False)):
-            if elapsed() > a.budget_s - 90:
-                log("pincheck: budget spent")
-                return
-            d = work / "pincheck" / f"r{r}-{'pinned' if pin else 'free'}"
-            run_measure(work, a, d, plan + ["--pin-cpus"] * pin, False, f"pincheck, pin_cpus={pin}", work / "pincheck.log")
+    for r, pin in abba(a.pincheck_rounds, False):
+        if elapsed() > a.budget_s - 90:
+            log("pincheck: budget spent")
+            return
+        d = work / "pincheck" / f"r{r}-{'pinned' if pin else 'free'}"
+        run_measure(work, a, d, plan + ["--pin-cpus"] * pin, False, f"pincheck, pin_cpus={pin}", work / "pincheck.log")
 
 
 def step_bygpu(work: Path, a) -> None:

@@ -27,7 +27,7 @@ from colopred.research.dataset import load_dataset  # noqa: E402
 from colopred.research.noise import HOST_BOUND_BUSY  # noqa: E402
 
 GOOD_SE_PCT = 3.0  # the "labels good to ~3%"
-TOTAL_CHUNKS = 23  # scripts/sets/h100-c16t-01 .. -23
+CHUNK_SETS = ROOT / "scripts" / "sets"  # h100-c16t-NN.txt, one chunk each (scripts/host_bound_sets.py)
 
 
 def label_table(windows: pd.DataFrame) -> pd.DataFrame:
@@ -50,7 +50,8 @@ def main() -> None:
     w["segment"] = R.segments(w)
     per = w.groupby("campaign").agg(windows=("status", "size"), ok=("status", lambda s: int((s == "ok").sum())),
                                     segments=("segment", "nunique"))
-    print(f"{len(dirs)} of {TOTAL_CHUNKS} chunks measured\n" + per.to_string())
+    total = len(list(CHUNK_SETS.glob("h100-c16t-*.txt")))
+    print(f"{len(dirs)} of {total} chunks measured\n" + per.to_string())
     ds = load_dataset(a.data)
     busy = {n: p.busy_fraction for n, p in ds.profiles.items()}
     lab = label_table(w)
