@@ -139,3 +139,15 @@ def test_transfer_study_script_refuses_bad_arguments(capsys, tmp_path):
     assert script.main(["--h200", str(H200 / "nowhere"), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nowhere" in err and "no such" in err
+
+
+def test_gpm_held_out_models_read_only_what_gpm_profiles_give():
+    """The profile-swap study's GPM models are GPM models: their trees never read a feature a GPM profile lacks
+    (ncu-only fields), while the ncu models do read them."""
+    from colopred.runtime.sources import GPM_LACKS
+
+    gpm = transfer.load_windows(C1R, load_profiles_dir(H200 / "profiles" / "nvml"))
+    held = transfer._held_out_models(gpm, set(), ("mps",), "nvml")["mps"]
+    assert held.features_ and not [f for f in held.features_ if f.endswith(GPM_LACKS)]
+    ncu = transfer._held_out_models(gpm, set(), ("mps",))["mps"]
+    assert [f for f in ncu.features_ if f.endswith(GPM_LACKS)]

@@ -78,8 +78,10 @@ def _X(df: pd.DataFrame) -> np.ndarray:
     return df[list(FEATURES)].to_numpy()
 
 
-def _fit(df: pd.DataFrame, mode: str) -> SlowdownModel:
-    return new_model(mode, interval=False, calibrate=False).fit(_X(df), df["slowdown"].to_numpy())
+def _fit(df: pd.DataFrame, mode: str, source: str = "ncu") -> SlowdownModel:
+    """A point model of ``mode`` fitted on ``df``, its trees reading the features of ``source`` profiles (``ncu`` or
+    ``nvml``: ``evaluation.new_model``)."""
+    return new_model(mode, source, interval=False, calibrate=False).fit(_X(df), df["slowdown"].to_numpy())
 
 
 def _metrics(df: pd.DataFrame, pred: np.ndarray) -> dict[str, float]:
@@ -257,9 +259,9 @@ def solo_comparison(old_windows: pd.DataFrame, new_windows: pd.DataFrame, jobs: 
 
 
 # ------------------------------------------------------------------ the study and its report
-def _held_out_models(ds: Dataset, exclude_sets: set[str], modes: Sequence[str]) -> dict[str, SlowdownModel]:
-    """One model per mode fitted on ``ds``'s rows whose set is not in ``exclude_sets``."""
-    return {m: _fit(ds.for_mode(m)[lambda d: ~d["set"].isin(exclude_sets)], m) for m in modes}
+def _held_out_models(ds: Dataset, exclude_sets: set[str], modes: Sequence[str], source: str = "ncu") -> dict[str, SlowdownModel]:
+    """One model per mode fitted on ``ds``'s rows whose set is not in ``exclude_sets``, for ``source`` profiles."""
+    return {m: _fit(ds.for_mode(m)[lambda d: ~d["set"].isin(exclude_sets)], m, source) for m in modes}
 
 
 def _md(df: pd.DataFrame, digits: int = 2) -> str:
@@ -308,14 +310,14 @@ def run_study(h100_root: str | Path, h200_root: str | Path, out_dir: str | Path,
     swaps = []
     gpm100 = load_profiles_dir(h100_root / "profiles" / "nvml")
     gpm200 = load_profiles_dir(h200_root / "profiles" / "nvml")
-    for source, p100, p200 in (("ncu", ncu100, ncu200), ("gpm", gpm100, gpm200)):
+    for source, p100, p200 in (("ncu", ncu100, ncu200), ("nvml", gpm100, gpm200)):
         train = h100 if p100 is ncu100 else load_windows(h100_root, p100)  # the ncu windows are loaded already
         common = set(p100) & set(p200)
         eval_sets = {s for s in train.rows["set"] if set(s.split("+")) <= common}
-        held = _held_out_models(train, eval_sets, modes)
+        held = _held_out_models(train, eval_sets, modes, source)  # a GPM model's trees see only what GPM profiles give
         for gpu, root in (("H100", h100_root), ("H200", h200_root)):
             sw = profile_swap(held, root, {"H100 profiles": p100, "H200 profiles": p200})
-            swaps.append(sw.assign(source=source, windows=gpu))
+            swaps.append(sw.assign(source="gpm" if source == "nvml" else source, windows=gpu))
     t["profile_swap"] = pd.concat(swaps, ignore_index=True)[["source", "windows", "mode", "profiles", "n_rows", "n_sets", *METRIC_COLUMNS]]
     t["profile_diff_ncu"] = profile_differences(ncu100, ncu200)
     t["profile_diff_gpm"] = profile_differences(gpm100, gpm200, ("iteration_ms", "busy_fraction", "dram_util_pct", "achieved_occupancy_pct"))
