@@ -20,11 +20,14 @@ def save_figure(fig, path: Path) -> None:
         fig.savefig(f, format="png", dpi=110)
 
 
-def md_table(df: pd.DataFrame) -> str:
+def md_table(df: pd.DataFrame, digits: int | None = None) -> str:
+    """A table as markdown (no optional dependency): floats to 3 significant digits, or to ``digits`` decimals; NaN
+    as an empty cell."""
+    fmt = ".3g" if digits is None else f".{digits}f"
     cols = list(df.columns)
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    out = ["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols)]
     for r in df.itertuples(index=False):
-        out.append("| " + " | ".join(f"{v:.3g}" if isinstance(v, float) and not np.isnan(v) else ("" if isinstance(v, float) else str(v)) for v in r) + " |")
+        out.append("| " + " | ".join(f"{v:{fmt}}" if isinstance(v, float) and not np.isnan(v) else ("" if isinstance(v, float) else str(v)) for v in r) + " |")
     return "\n".join(out)
 
 

@@ -39,6 +39,7 @@ from ..runtime.features import FEATURES
 from ..runtime.predictor import Predictor
 from .dataset import Dataset, dataset_from, load_profiles_dir
 from .evaluation import mape_pct, metrics, new_model, splits
+from .report import md_table
 
 FRACTIONS = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0)
 FINDINGS = ("<!-- findings -->", "<!-- /findings -->")  # the report's hand-written part, kept when it is regenerated
@@ -264,16 +265,8 @@ def _held_out_models(ds: Dataset, exclude_sets: set[str], modes: Sequence[str], 
     return {m: _fit(ds.for_mode(m)[lambda d: ~d["set"].isin(exclude_sets)], m, source) for m in modes}
 
 
-def _md(df: pd.DataFrame, digits: int = 2) -> str:
-    """A table as markdown (no optional dependency)."""
-    cols = list(df.columns)
-    def cell(v):
-        if isinstance(v, float):
-            return "" if np.isnan(v) else f"{v:.{digits}f}"
-        return str(v)
-    lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in df.itertuples(index=False)]
-    return "\n".join(lines)
+def _md(df: pd.DataFrame) -> str:
+    return md_table(df, digits=2)
 
 
 def run_study(h100_root: str | Path, h200_root: str | Path, out_dir: str | Path, seeds: Sequence[int] = (0, 1, 2),
