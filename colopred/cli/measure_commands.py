@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..constants import MODES
 from ..errors import ColopredError, InputError
+from ..measurement.harness.mps import MPS_BASE_DIR
 
 
 def cmd_measure(a) -> int:
@@ -238,7 +239,7 @@ def add_commands(sub) -> None:
     p.add_argument("--node", type=int, default=None, help="this node's number, 0..N-1 (default: $SLURM_ARRAY_TASK_ID)")
     p.add_argument("--shard", type=int, default=None, help=argparse.SUPPRESS)  # set by the coordinator
     p.add_argument("--gpu-index", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--mps-dir", default="/tmp/colopred-mps", help=argparse.SUPPRESS)
+    p.add_argument("--mps-dir", default=MPS_BASE_DIR, help=argparse.SUPPRESS)
     p.add_argument("--fake-gpus", action="store_true", help=argparse.SUPPRESS)  # tests: CPU workers with fake GPU UUIDs
 
     p = command(sub, "table", "tidy slowdown table of measurement records", cmd_table,

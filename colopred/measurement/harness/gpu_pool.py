@@ -15,7 +15,7 @@ from typing import Any
 from ...constants import CONTEXT_OVERHEAD_GIB
 from ...errors import GpuError
 from ...runtime.outcome import memory_need_gib
-from .mps import MpsDaemon
+from .mps import MPS_BASE_DIR, MpsDaemon
 from .worker import worker_main
 
 READY_TIMEOUT_S = 600.0
@@ -88,7 +88,7 @@ class GpuWorkerPool:
     memory they hold plus the next window's needs would not fit on the GPU."""
 
     def __init__(self, mode: str, jobs: tuple[str, ...], *, device: str = "cuda", tiny: bool = False,
-                 mps_dir: str = "/tmp/colopred-mps", use_nvml: bool = True, prestart: int = 4, park_idle: bool = False,
+                 mps_dir: str = MPS_BASE_DIR, use_nvml: bool = True, prestart: int = 4, park_idle: bool = False,
                  gpu_index: int | None = None, fake_gpu_uuid: str | None = None, commands: dict | None = None,
                  pin_cpus: bool = False, log=lambda s: None):
         self.mode = mode

@@ -14,6 +14,7 @@ from pathlib import Path
 from ...errors import GpuError
 
 CONTROL = "nvidia-cuda-mps-control"
+MPS_BASE_DIR = "/tmp/colopred-mps"  # the harness's own MPS pipe and log directories live under it (one per GPU)
 
 
 def visible_env(gpu_index: int, uuid: str | None = None) -> dict[str, str]:
@@ -34,7 +35,7 @@ class MpsDaemon:
     """``start()`` launches ``nvidia-cuda-mps-control -d`` with private pipe/log directories and
     points this process's environment (inherited by workers) at it; ``stop()`` sends ``quit``."""
 
-    def __init__(self, base_dir: str | os.PathLike = "/tmp/colopred-mps"):
+    def __init__(self, base_dir: str | os.PathLike = MPS_BASE_DIR):
         base = Path(base_dir)
         self.pipe_dir = base / "pipe"
         self.log_dir = base / "log"

@@ -23,7 +23,7 @@ from typing import Callable, Protocol
 from ...errors import ColopredError, InputError
 from ...io import write_text_atomic
 from .campaign import CONFIG_FILE, Campaign, CampaignLock, read_config, write_config
-from .mps import visible_env
+from .mps import MPS_BASE_DIR, visible_env
 from .plan import CampaignConfig
 from .records import iter_records
 from .sharding import records_name, shard_of_file
@@ -32,7 +32,6 @@ MAX_SHARD_RESTARTS = 2
 """Times a shard that died is started again by the coordinator before the campaign gives up on it (a shard that
 keeps dying is the GPU or a job, not bad luck; ``--resume`` later tries again)."""
 NO_RESTART_CODES = (0, 2, 130)  # done, bad input (would fail again), interrupted on purpose (SIGINT/SIGTERM)
-MPS_BASE_DIR = "/tmp/colopred-mps"
 
 
 class Process(Protocol):
