@@ -50,6 +50,9 @@ from pathlib import Path
 
 T0 = time.monotonic()
 PY = sys.executable
+MIN_CAMPAIGN_S = 150
+"""Least budget left to start a campaign: the workers of a 16-job chunk take 60-90 s to start (measure logs of
+datasets/h100/relabel), so a campaign started with less measures nothing."""
 CHILDREN: set[int] = set()  # process groups of running steps (stopped on SIGTERM)
 
 
@@ -261,8 +264,8 @@ def run_measure(work: Path, a, d: Path, plan: list[str], park: bool, about: str,
 
 def step_measure(work: Path, a) -> None:
     for d, sets, jobs in a.campaign_list:
-        if elapsed() > a.budget_s - 60:
-            log(f"measure {d.name}: budget spent, not started")
+        if elapsed() > a.budget_s - MIN_CAMPAIGN_S:
+            log(f"measure {d.name}: {a.budget_s - elapsed():.0f} s of budget left (< {MIN_CAMPAIGN_S} s), not started")
             continue
         plan = ["--jobs", ",".join(jobs), "--sets", sets, "--mode", a.measure_mode, "--max-sets", str(a.max_sets),
                 "--repeat-frac", str(a.repeat_frac), "--min-iters", str(a.min_iters)] + (["--bracket"] if a.bracket else [])

@@ -305,6 +305,41 @@ def test_gpu_session_campaigns_take_their_jobs_from_the_sets_files(tmp_path):
     assert gs._campaigns(a) == [(Path("unused"), "pairs", ["x"])]
 
 
+def test_gpu_session_does_not_start_a_campaign_it_has_no_time_for(tmp_path, monkeypatch):
+    """The measure step starts a campaign only while MIN_CAMPAIGN_S of the budget are left (a 16-job campaign's
+    workers take over a minute to start); the campaigns after it are skipped too, and say so."""
+    import argparse
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("gpu_session", Path(__file__).parents[1] / "scripts" / "gpu_session.py")
+    gs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gs)
+    now = {"t": 0.0}
+    started, said = [], []
+
+    def fake_measure(work, a, d, plan, park, about, log_path):
+        started.append(d.name)
+        now["t"] += 200  # the campaign took 200 s
+        return 0
+
+    monkeypatch.setattr(gs, "elapsed", lambda: now["t"])
+    monkeypatch.setattr(gs, "run_measure", fake_measure)
+    monkeypatch.setattr(gs, "log", said.append)
+    for spare_s, want in ((1, ["c1", "c2"]), (-1, ["c1"])):  # c2 starts with MIN_CAMPAIGN_S + spare_s left
+        now["t"] = 0.0
+        started.clear()
+        said.clear()
+        a = argparse.Namespace(campaign_list=[(tmp_path / n, "s.txt", ["j1"]) for n in ("c1", "c2", "c3")],
+                               budget_s=200 + gs.MIN_CAMPAIGN_S + spare_s, measure_mode="timeslice", max_sets=0,
+                               repeat_frac=2, min_iters=12, bracket=False, park_idle=False)
+        gs.step_measure(tmp_path, a)
+        assert started == want
+        skipped = [n for n in ("c1", "c2", "c3") if n not in want]
+        assert [m.split(":")[0] for m in said] == [f"measure {n}" for n in skipped]
+        assert all("not started" in m for m in said)
+
+
 def test_park_effect_compares_parked_and_resident_solo_windows_of_shipped_data():
     """h100-c4c's timeslice part was measured partly with --park-idle: park_effect pairs the two
     kinds of solo windows per job, with the means recomputed here from the records."""
