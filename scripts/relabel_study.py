@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from colopred.measurement.harness import reader as R  # noqa: E402
 from colopred.research.dataset import feature_rows, load_dataset  # noqa: E402
-from colopred.research.evaluation import splits  # noqa: E402
+from colopred.research.evaluation import machine_guarded, splits  # noqa: E402
 from colopred.research.noise import HOST_BOUND_BUSY  # noqa: E402
 from colopred.research.report import md_table  # noqa: E402
 from colopred.runtime.estimator import SlowdownModel  # noqa: E402
@@ -68,33 +68,10 @@ def fit_predict(train: pd.DataFrame, test: pd.DataFrame, seed: int) -> np.ndarra
     return m.fit(train[list(FEATURES)].to_numpy(), train["slowdown"].to_numpy()).predict(test[list(FEATURES)].to_numpy())
 
 
-def fold_masks(kind: str, train: pd.DataFrame, test: pd.DataFrame):
-    """(name, train mask, test mask) of one kind of split applied to two tables at once (the shipped ``splits``'
-    definitions: leave-arch folds by architecture, set-size splits by n_jobs)."""
-    if kind == "leave-arch":
-        for arch in sorted(test["arch"].unique()):
-            tr = ~train["set_archs"].map(lambda a: arch in a).to_numpy()
-            te = test["set_archs"].map(lambda a: arch in a).to_numpy()
-            if tr.any() and te.any() and not tr.all():
-                yield arch, tr, te
-    elif kind == "pairs->triples":
-        yield kind, (train["n_jobs"] == 2).to_numpy(), (test["n_jobs"] == 3).to_numpy()
-    elif kind == "pairs+triples->quads":
-        yield kind, (train["n_jobs"] <= 3).to_numpy(), (test["n_jobs"] == 4).to_numpy()
-    else:
-        raise ValueError(kind)
-
-
 def cross_predictions(train: pd.DataFrame, test: pd.DataFrame, kind: str, seed: int) -> np.ndarray:
-    """Out-of-fold predictions of ``test`` by models of ``train``; a test row is never predicted by a model that saw a
-    row measured on its GPU (the re-measured rows share machines and runs; the training rows as measured do not)."""
-    pred = np.full(len(test), np.nan)
-    train_gpu, test_gpu = R.machine_key(train).to_numpy(), R.machine_key(test).to_numpy()
-    for _, tr, te in fold_masks(kind, train, test):
-        for gpu in np.unique(test_gpu[te]):
-            on = te & (test_gpu == gpu)
-            pred[on] = fit_predict(train[tr & (train_gpu != gpu)], test[on], seed)
-    return pred  # leave-arch: a row in several folds keeps the last, as shipped
+    """Out-of-fold predictions of ``test`` by models of ``train``, a test row never predicted by a model that saw a row
+    of its GPU (the re-measured rows of a chunk share a machine and a run; the training rows as measured do not)."""
+    return machine_guarded(train, test, kind, lambda tr, te: fit_predict(tr, te, seed))
 
 
 def self_predictions(df: pd.DataFrame, kind: str, seed: int) -> np.ndarray:

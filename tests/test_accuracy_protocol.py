@@ -89,3 +89,35 @@ def test_shipped_gpm_profiles_are_what_the_profiler_makes_of_their_counters():
     """scripts/reprofile_nvml.py --check: every GPM profile's fields (SM fill included) follow from its recorded counters."""
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "reprofile_nvml.py"), "--check"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_paired_splits_on_one_table_are_the_report_splits(timeslice):
+    from colopred.research.evaluation import paired_splits, splits
+
+    for kind in ("leave-arch", "pairs->triples", "pairs+triples->quads"):
+        ours = [(n, np.flatnonzero(tr), np.flatnonzero(te)) for n, tr, te in paired_splits(timeslice, timeslice, kind)]
+        theirs = list(splits(timeslice, kind))
+        assert len(ours) == len(theirs) > 0
+        for (n1, tr1, te1), (n2, tr2, te2) in zip(ours, theirs):
+            assert n1 == n2 and np.array_equal(tr1, tr2) and np.array_equal(te1, te2)
+
+
+def test_machine_guarded_predictions_never_learn_from_the_test_rows_machine(timeslice):
+    """evaluation.machine_guarded: every model that predicts rows of one machine was fitted on rows of the split's
+    training side measured on other machines only, and every row a split tests gets a prediction."""
+    from colopred.measurement.harness.reader import machine_key
+    from colopred.research.evaluation import machine_guarded
+
+    df = timeslice[timeslice["n_jobs"] <= 3].reset_index(drop=True)
+    seen = []
+
+    def record(train, test):
+        seen.append((set(machine_key(train)), set(machine_key(test)), set(train["n_jobs"]), set(test["n_jobs"])))
+        return np.ones(len(test))
+
+    pred = machine_guarded(df, df, "pairs->triples", record)
+    assert np.isnan(pred).sum() == (df["n_jobs"] == 2).sum()  # the pairs are trained on, never tested
+    assert len(seen) == machine_key(df[df["n_jobs"] == 3]).nunique() > 1
+    for train_gpus, test_gpus, train_sizes, test_sizes in seen:
+        assert len(test_gpus) == 1 and not (train_gpus & test_gpus)
+        assert train_sizes == {2} and test_sizes == {3}

@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from colopred.measurement.harness import reader as R
@@ -49,27 +48,6 @@ def test_each_relabelled_row_is_the_mean_of_its_windows_in_the_run(chunk_dir):
     assert np.allclose(got["t_log_iter_ms"], np.log(per["solo_ms"]))
     # the three members of one set share a synthetic window (so set features see all of them)
     assert rows.groupby("window_id")["job"].size().eq(rows["n_jobs"].groupby(rows["window_id"]).first()).all()
-
-
-def test_a_test_row_is_never_predicted_by_a_model_that_saw_its_gpu(monkeypatch):
-    """cross_predictions: every model that predicts rows of one machine was fitted without that machine's rows."""
-    study = _script("relabel_study")
-    seen = []
-
-    def fake_fit_predict(train, test, seed):
-        seen.append((set(R.machine_key(train)), set(R.machine_key(test))))
-        return np.ones(len(test))
-
-    monkeypatch.setattr(study, "fit_predict", fake_fit_predict)
-    rng = np.random.default_rng(0)
-    n = 40
-    df = pd.DataFrame({"campaign": "c", "segment": 0, "gpu_uuid": rng.choice(["GPU-a", "GPU-b", None], n),
-                       "n_jobs": rng.choice([2, 3], n), "arch": rng.choice(["x", "y", "z"], n)})
-    df["set_archs"] = df["arch"].map(lambda a: (a,))
-    pred = study.cross_predictions(df, df, "leave-arch", 0)
-    assert not np.isnan(pred).any() and seen
-    for train_gpus, test_gpus in seen:
-        assert len(test_gpus) == 1 and not (train_gpus & test_gpus)
 
 
 def test_relabel_status_label_table_gives_the_standard_error_of_each_mean(chunk_dir):

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..measurement.harness.reader import machine_key
 from ..runtime import outcome
 from ..runtime.baseline import load_kind
 from ..runtime.estimator import SlowdownModel
@@ -132,6 +133,41 @@ def out_of_sample(df: pd.DataFrame, kind: str, params: dict | None = None, sourc
         if len(tr) == 0 or len(te) == 0:
             continue
         pred[te] = new_model(mode, source, timeline, params=params, interval=False, calibrate=False).fit(X[tr], s[tr]).predict(X[te])
+    return pred
+
+
+def paired_splits(train: pd.DataFrame, test: pd.DataFrame, kind: str):
+    """Yield (name, train mask, test mask) of one kind of :func:`splits` applied to two tables at once (a training table
+    and another table of rows to test, e.g. the same sets with other labels); on one table as both, the same folds as
+    :func:`splits` (``random`` excepted: it is not offered)."""
+    if kind == "leave-arch":
+        for arch in sorted(test["arch"].unique()):
+            tr = ~train["set_archs"].map(lambda a: arch in a).to_numpy()
+            te = test["set_archs"].map(lambda a: arch in a).to_numpy()
+            if tr.any() and te.any() and not tr.all():
+                yield arch, tr, te
+    elif kind == "pairs->triples":
+        yield kind, (train["n_jobs"] == 2).to_numpy(), (test["n_jobs"] == 3).to_numpy()
+    elif kind == "pairs+triples->quads":
+        yield kind, (train["n_jobs"] <= 3).to_numpy(), (test["n_jobs"] == 4).to_numpy()
+    else:
+        raise ValueError(kind)
+
+
+def machine_guarded(train: pd.DataFrame, test: pd.DataFrame, kind: str,
+                    fit_predict: Callable[[pd.DataFrame, pd.DataFrame], np.ndarray]) -> np.ndarray:
+    """Out-of-sample predictions of ``test`` on ``kind`` of split (:func:`paired_splits`) by ``fit_predict(training
+    rows, test rows)``, where the rows of each test machine are predicted by a model fitted without any row of that
+    machine (``reader.machine_key``: GPU UUID, else campaign and segment): the figure of a GPU the model never saw, as
+    on a user's own machine. NaN for rows no split tests; on leave-arch a row in several folds keeps the last."""
+    pred = np.full(len(test), np.nan)
+    train_gpu, test_gpu = machine_key(train).to_numpy(), machine_key(test).to_numpy()
+    for _, tr, te in paired_splits(train, test, kind):
+        for gpu in np.unique(test_gpu[te]):
+            on = te & (test_gpu == gpu)
+            keep = tr & (train_gpu != gpu)
+            if keep.any():
+                pred[on] = fit_predict(train[keep], test[on])
     return pred
 
 
