@@ -9,7 +9,7 @@ the rows of each test machine predicted by a model fitted without any row of tha
 else a campaign's segment, so two UUID-less segments of one GPU count as two machines and the guard is, if anything,
 too lenient). MAPE per split, mode and job class (host-bound: ncu busy < ``HOST_BOUND_BUSY``), mean over ``--seeds``.
 
-  PYTHONPATH=. python scripts/unseen_machine_study.py --seeds 1 --out reports/h100/unseen_machine   # ~25 min, 2 cores
+  PYTHONPATH=. python scripts/unseen_machine_study.py --seeds 1 --out reports/h100/unseen_machine   # ~3 min, 2 cores
 """
 
 from __future__ import annotations
