@@ -91,15 +91,24 @@ def test_shipped_gpm_profiles_are_what_the_profiler_makes_of_their_counters():
     assert r.returncode == 0, r.stderr
 
 
-def test_paired_splits_on_one_table_are_the_report_splits(timeslice):
-    from colopred.research.evaluation import paired_splits, splits
+def test_paired_splits_hold_out_the_same_thing_in_both_tables(timeslice):
+    """paired_splits(train, test): a leave-arch fold trains on no set of the held-out architecture and tests every row of
+    the other table holding it; the set-size splits train on the smaller sets of one table, test the larger of the other;
+    one fold per architecture of the test table."""
+    from colopred.research.evaluation import paired_splits
 
-    for kind in ("leave-arch", "pairs->triples", "pairs+triples->quads"):
-        ours = [(n, np.flatnonzero(tr), np.flatnonzero(te)) for n, tr, te in paired_splits(timeslice, timeslice, kind)]
-        theirs = list(splits(timeslice, kind))
-        assert len(ours) == len(theirs) > 0
-        for (n1, tr1, te1), (n2, tr2, te2) in zip(ours, theirs):
-            assert n1 == n2 and np.array_equal(tr1, tr2) and np.array_equal(te1, te2)
+    sets = sorted(timeslice["set"].unique())
+    train = timeslice[timeslice["set"].isin(sets[::2])].reset_index(drop=True)
+    test = timeslice[timeslice["set"].isin(sets[1::2])].reset_index(drop=True)
+    folds = list(paired_splits(train, test, "leave-arch"))
+    assert [n for n, _, _ in folds] == sorted(test["arch"].unique())
+    for arch, tr, te in folds:
+        holds_tr, holds_te = (t["set_archs"].map(lambda a: arch in a).to_numpy() for t in (train, test))
+        assert np.array_equal(tr, ~holds_tr) and np.array_equal(te, holds_te)
+    ((_, tr, te),) = paired_splits(train, test, "pairs+triples->quads")
+    assert set(train["n_jobs"][tr]) == {2, 3} and set(test["n_jobs"][te]) == {4}
+    assert (~tr).sum() == (train["n_jobs"] == 4).sum() and te.sum() == (test["n_jobs"] == 4).sum()
+    assert list(paired_splits(train[train["n_jobs"] == 3], test, "pairs->triples")) == []  # nothing to train on
 
 
 def test_machine_guarded_predictions_never_learn_from_the_test_rows_machine(timeslice):

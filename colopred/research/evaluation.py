@@ -91,24 +91,9 @@ def splits(df: pd.DataFrame, kind: str, seed: int = 0):
         for i, fold in enumerate(np.array_split(sets, 5)):
             test = df["set"].isin(fold).to_numpy()
             yield f"fold{i}", np.flatnonzero(~test), np.flatnonzero(test)
-    elif kind == "leave-arch":
-        for arch in sorted(df["arch"].unique()):
-            test = df["set_archs"].map(lambda a: arch in a).to_numpy()
-            if test.all() or not test.any():
-                continue
-            yield arch, np.flatnonzero(~test), np.flatnonzero(test)
-    elif kind == "pairs->triples":
-        train = (df["n_jobs"] == 2).to_numpy()
-        test = (df["n_jobs"] == 3).to_numpy()
-        if train.any() and test.any():
-            yield "pairs->triples", np.flatnonzero(train), np.flatnonzero(test)
-    elif kind == "pairs+triples->quads":
-        train = (df["n_jobs"] <= 3).to_numpy()
-        test = (df["n_jobs"] == 4).to_numpy()
-        if train.any() and test.any():
-            yield "pairs+triples->quads", np.flatnonzero(train), np.flatnonzero(test)
     else:
-        raise ValueError(kind)
+        for name, tr, te in paired_splits(df, df, kind):
+            yield name, np.flatnonzero(tr), np.flatnonzero(te)
 
 
 SPLITS = ("random", "leave-arch", "pairs->triples", "pairs+triples->quads")
@@ -137,21 +122,21 @@ def out_of_sample(df: pd.DataFrame, kind: str, params: dict | None = None, sourc
 
 
 def paired_splits(train: pd.DataFrame, test: pd.DataFrame, kind: str):
-    """Yield (name, train mask, test mask) of one kind of :func:`splits` applied to two tables at once (a training table
-    and another table of rows to test, e.g. the same sets with other labels); on one table as both, the same folds as
-    :func:`splits` (``random`` excepted: it is not offered)."""
+    """Yield (name, train mask, test mask) of one kind of split, other than ``random``, over two tables at once: a
+    training table and a table of rows to test (the same table for :func:`splits`; or, e.g., the same sets with other
+    labels). Folds with nothing to train on or test are not yielded."""
     if kind == "leave-arch":
-        for arch in sorted(test["arch"].unique()):
-            tr = ~train["set_archs"].map(lambda a: arch in a).to_numpy()
-            te = test["set_archs"].map(lambda a: arch in a).to_numpy()
-            if tr.any() and te.any() and not tr.all():
-                yield arch, tr, te
+        folds = ((arch, ~train["set_archs"].map(lambda a: arch in a).to_numpy(), test["set_archs"].map(lambda a: arch in a).to_numpy())
+                 for arch in sorted(test["arch"].unique()))
     elif kind == "pairs->triples":
-        yield kind, (train["n_jobs"] == 2).to_numpy(), (test["n_jobs"] == 3).to_numpy()
+        folds = iter([(kind, (train["n_jobs"] == 2).to_numpy(), (test["n_jobs"] == 3).to_numpy())])
     elif kind == "pairs+triples->quads":
-        yield kind, (train["n_jobs"] <= 3).to_numpy(), (test["n_jobs"] == 4).to_numpy()
+        folds = iter([(kind, (train["n_jobs"] <= 3).to_numpy(), (test["n_jobs"] == 4).to_numpy())])
     else:
         raise ValueError(kind)
+    for name, tr, te in folds:
+        if tr.any() and te.any():
+            yield name, tr, te
 
 
 def machine_guarded(train: pd.DataFrame, test: pd.DataFrame, kind: str,
