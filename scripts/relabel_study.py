@@ -37,10 +37,9 @@ sys.path.insert(0, str(ROOT))
 
 from colopred.measurement.harness import reader as R  # noqa: E402
 from colopred.research.dataset import feature_rows, load_dataset  # noqa: E402
-from colopred.research.evaluation import machine_guarded, splits  # noqa: E402
+from colopred.research.evaluation import machine_guarded, new_model, out_of_sample  # noqa: E402
 from colopred.research.noise import HOST_BOUND_BUSY  # noqa: E402
 from colopred.research.report import md_table  # noqa: E402
-from colopred.runtime.estimator import SlowdownModel  # noqa: E402
 from colopred.runtime.features import FEATURES  # noqa: E402
 
 MODE = "timeslice"
@@ -64,7 +63,7 @@ def relabelled_rows(relabel: Path, profiles: dict) -> pd.DataFrame:
 
 
 def fit_predict(train: pd.DataFrame, test: pd.DataFrame, seed: int) -> np.ndarray:
-    m = SlowdownModel(mode=MODE, params={"random_state": seed}, interval=False, calibrate=False)
+    m = new_model(MODE, params={"random_state": seed}, interval=False, calibrate=False)
     return m.fit(train[list(FEATURES)].to_numpy(), train["slowdown"].to_numpy()).predict(test[list(FEATURES)].to_numpy())
 
 
@@ -72,14 +71,6 @@ def cross_predictions(train: pd.DataFrame, test: pd.DataFrame, kind: str, seed: 
     """Out-of-fold predictions of ``test`` by models of ``train``, a test row never predicted by a model that saw a row
     of its GPU (the re-measured rows of a chunk share a machine and a run; the training rows as measured do not)."""
     return machine_guarded(train, test, kind, lambda tr, te: fit_predict(tr, te, seed))
-
-
-def self_predictions(df: pd.DataFrame, kind: str, seed: int) -> np.ndarray:
-    pred = np.full(len(df), np.nan)
-    for _, tr, te in splits(df, kind):
-        if len(tr) and len(te):
-            pred[te] = fit_predict(df.iloc[tr], df.iloc[te], seed)
-    return pred
 
 
 def ape_pct(measured: np.ndarray, pred: np.ndarray) -> np.ndarray:
@@ -128,7 +119,7 @@ def main() -> None:
     own = []
     for kind in KINDS:
         for name, df in variants.items():
-            apes = seed_mean([ape_pct(df["slowdown"].to_numpy(), self_predictions(df, kind, s)) for s in range(a.seeds)])
+            apes = seed_mean([ape_pct(df["slowdown"].to_numpy(), out_of_sample(df, kind, params={"random_state": s})) for s in range(a.seeds)])
             hb = df["job"].map(busy).to_numpy() < HOST_BOUND_BUSY
             ok = ~np.isnan(apes)
             own.append({"split": kind, "data": name, "rows": int(ok.sum()), "mape_pct": np.mean(apes[ok]),
