@@ -130,3 +130,23 @@ def test_machine_guarded_predictions_never_learn_from_the_test_rows_machine(time
     for train_gpus, test_gpus, train_sizes, test_sizes in seen:
         assert len(test_gpus) == 1 and not (train_gpus & test_gpus)
         assert train_sizes == {2} and test_sizes == {3}
+
+
+def test_pair_additivity_composes_the_measured_pair_means(timeslice):
+    """scripts/pair_additivity.py: a job's additive composition in a triple is 1 + Σ (s_jk − 1) over the mean measured
+    slowdowns of its pairs with each co-runner, the multiplicative one their product; only rows whose pairs were all
+    measured appear."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pair_additivity", ROOT / "scripts" / "pair_additivity.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    t = mod.composed(timeslice)
+    assert len(t) > 100 and set(t["n_jobs"]) <= {3, 4}
+    means = timeslice.groupby(["set", "job"])["slowdown"].mean()
+    for r in t.sample(5, random_state=0).itertuples():
+        co = [k for k in r.set.split("+") if k != r.job]
+        s_pairs = [means[("+".join(sorted([r.job, k])), r.job)] for k in co]
+        assert r.additive == pytest.approx(1 + sum(s - 1 for s in s_pairs))
+        assert r.multiplicative == pytest.approx(math.prod(s_pairs))
+        assert r.slowdown == pytest.approx(means[(r.set, r.job)])
