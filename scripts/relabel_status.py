@@ -47,7 +47,6 @@ def main() -> None:
     a = ap.parse_args()
     dirs = sorted(d for d in Path(a.relabel).iterdir() if (d / "campaign.json").exists())
     w = R.read_windows(dirs)
-    w["segment"] = R.segments(w)
     per = w.groupby("campaign").agg(windows=("status", "size"), ok=("status", lambda s: int((s == "ok").sum())),
                                     segments=("segment", "nunique"))
     total = len(list(CHUNK_SETS.glob("h100-c16t-*.txt")))

@@ -37,10 +37,9 @@ sys.path.insert(0, str(ROOT))
 
 from colopred.measurement.harness import reader as R  # noqa: E402
 from colopred.research.dataset import feature_rows, load_dataset  # noqa: E402
-from colopred.research.evaluation import machine_guarded, new_model, out_of_sample  # noqa: E402
+from colopred.research.evaluation import machine_guarded, out_of_sample, point_predictor  # noqa: E402
 from colopred.research.noise import HOST_BOUND_BUSY  # noqa: E402
 from colopred.research.report import md_table  # noqa: E402
-from colopred.runtime.features import FEATURES  # noqa: E402
 
 MODE = "timeslice"
 KINDS = ("leave-arch", "pairs->triples", "pairs+triples->quads")
@@ -51,7 +50,6 @@ def relabelled_rows(relabel: Path, profiles: dict) -> pd.DataFrame:
     run, ``solo_ms`` the mean of their solo baselines (the profile is re-timed to it)."""
     dirs = sorted(d for d in relabel.iterdir() if (d / "campaign.json").exists())
     w = R.read_windows(dirs)
-    w["segment"] = R.segments(w)
     sl = R.slowdown_table(w)
     sl = sl[sl["mode"] == MODE]
     keys = ["campaign", "segment", "set", "job"]
@@ -62,15 +60,10 @@ def relabelled_rows(relabel: Path, profiles: dict) -> pd.DataFrame:
     return feature_rows(g, profiles)
 
 
-def fit_predict(train: pd.DataFrame, test: pd.DataFrame, seed: int) -> np.ndarray:
-    m = new_model(MODE, params={"random_state": seed}, interval=False, calibrate=False)
-    return m.fit(train[list(FEATURES)].to_numpy(), train["slowdown"].to_numpy()).predict(test[list(FEATURES)].to_numpy())
-
-
 def cross_predictions(train: pd.DataFrame, test: pd.DataFrame, kind: str, seed: int) -> np.ndarray:
     """Out-of-fold predictions of ``test`` by models of ``train``, a test row never predicted by a model that saw a row
     of its GPU (the re-measured rows of a chunk share a machine and a run; the training rows as measured do not)."""
-    return machine_guarded(train, test, kind, lambda tr, te: fit_predict(tr, te, seed))
+    return machine_guarded(train, test, kind, point_predictor(MODE, params={"random_state": seed}))
 
 
 def ape_pct(measured: np.ndarray, pred: np.ndarray) -> np.ndarray:

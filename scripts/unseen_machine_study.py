@@ -28,22 +28,11 @@ sys.path.insert(0, str(ROOT))
 from colopred.constants import MODES  # noqa: E402
 from colopred.measurement.harness.reader import machine_key  # noqa: E402
 from colopred.research.dataset import load_dataset  # noqa: E402
-from colopred.research.evaluation import machine_guarded, new_model, out_of_sample  # noqa: E402
+from colopred.research.evaluation import machine_guarded, out_of_sample, point_predictor  # noqa: E402
 from colopred.research.noise import HOST_BOUND_BUSY  # noqa: E402
 from colopred.research.report import md_table  # noqa: E402
-from colopred.runtime.features import FEATURES  # noqa: E402
 
 KINDS = ("leave-arch", "pairs->triples", "pairs+triples->quads")
-
-
-def guarded_predictions(df: pd.DataFrame, kind: str, seed: int) -> np.ndarray:
-    mode = df["mode"].iloc[0]
-
-    def fit_predict(tr: pd.DataFrame, te: pd.DataFrame) -> np.ndarray:
-        m = new_model(mode, params={"random_state": seed}, interval=False, calibrate=False)
-        return m.fit(tr[list(FEATURES)].to_numpy(), tr["slowdown"].to_numpy()).predict(te[list(FEATURES)].to_numpy())
-
-    return machine_guarded(df, df, kind, fit_predict)
 
 
 def main() -> None:
@@ -63,7 +52,7 @@ def main() -> None:
         for kind in KINDS:
             ape = {}
             for name, predict in (("as reported", lambda s: out_of_sample(df, kind, params={"random_state": s})),
-                                  ("unseen machine", lambda s: guarded_predictions(df, kind, s))):
+                                  ("unseen machine", lambda s: machine_guarded(df, df, kind, point_predictor(mode, params={"random_state": s})))):
                 ape[name] = np.mean([100 * np.abs(predict(s) - measured) / measured for s in range(a.seeds)], axis=0)
             ok = ~np.isnan(ape["as reported"]) & ~np.isnan(ape["unseen machine"])
             for cls, sel in (("all", ok), ("host-bound", ok & hb), ("saturating", ok & ~hb)):

@@ -37,7 +37,6 @@ def test_each_relabelled_row_is_the_mean_of_its_windows_in_the_run(chunk_dir):
     profiles = load_profiles_dir(ROOT / "datasets" / "h100" / "profiles" / "ncu")
     rows = study.relabelled_rows(chunk_dir, profiles)
     w = R.read_windows(chunk_dir / CHUNK)
-    w["segment"] = R.segments(w)
     sl = R.slowdown_table(w)
     assert set(sl["mode"]) == {"timeslice"}
     per = sl.groupby(["set", "job"]).agg(slowdown=("slowdown", "mean"), solo_ms=("solo_ms", "mean"), n=("slowdown", "size"))
@@ -53,7 +52,6 @@ def test_each_relabelled_row_is_the_mean_of_its_windows_in_the_run(chunk_dir):
 def test_relabel_status_label_table_gives_the_standard_error_of_each_mean(chunk_dir):
     status = _script("relabel_status")
     w = R.read_windows(chunk_dir / CHUNK)
-    w["segment"] = R.segments(w)
     lab = status.label_table(w)
     sl = R.slowdown_table(w)
     one = lab.iloc[0]

@@ -110,14 +110,12 @@ def out_of_sample(df: pd.DataFrame, kind: str, params: dict | None = None, sourc
     """colopred's out-of-sample point predictions of one mode's rows on one kind of split (NaN for
     rows no split tests; a row tested by several leave-arch splits keeps the last one's, as in
     :func:`evaluate_mode`). For experiments: no intervals, no baselines."""
-    mode = df["mode"].iloc[0] if len(df) else None
-    X = df[list(FEATURES)].to_numpy()
-    s = df["slowdown"].to_numpy()
+    fit_predict = point_predictor(df["mode"].iloc[0] if len(df) else None, params, source, timeline)
     pred = np.full(len(df), np.nan)
     for _, tr, te in splits(df, kind):
         if len(tr) == 0 or len(te) == 0:
             continue
-        pred[te] = new_model(mode, source, timeline, params=params, interval=False, calibrate=False).fit(X[tr], s[tr]).predict(X[te])
+        pred[te] = fit_predict(df.iloc[tr], df.iloc[te])
     return pred
 
 
@@ -137,6 +135,17 @@ def paired_splits(train: pd.DataFrame, test: pd.DataFrame, kind: str):
     for name, tr, te in folds:
         if tr.any() and te.any():
             yield name, tr, te
+
+
+def point_predictor(mode: str | None, params: dict | None = None, source: str = "ncu",
+                    timeline: bool = True) -> Callable[[pd.DataFrame, pd.DataFrame], np.ndarray]:
+    """A ``fit_predict(training rows, test rows)`` for :func:`machine_guarded`: colopred's point model of ``mode``
+    (:func:`new_model`, no interval) fitted on the training rows' FEATURES and slowdowns, predicting the test rows."""
+    def fit_predict(train: pd.DataFrame, test: pd.DataFrame) -> np.ndarray:
+        m = new_model(mode, source, timeline, params=params, interval=False, calibrate=False)
+        return m.fit(train[list(FEATURES)].to_numpy(), train["slowdown"].to_numpy()).predict(test[list(FEATURES)].to_numpy())
+
+    return fit_predict
 
 
 def machine_guarded(train: pd.DataFrame, test: pd.DataFrame, kind: str,
