@@ -11,8 +11,7 @@ import json
 from pathlib import Path
 
 from colopred.io import write_text_atomic
-from colopred.research.dataset import load_dataset
-from colopred.research.training import experience
+from colopred.research.training import experience, manifest_dataset
 from colopred.runtime.manifest import read_manifest, strict_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,9 +22,11 @@ def main() -> None:
     ap.add_argument("--data", default=str(ROOT / "datasets" / "h100"))
     ap.add_argument("--models", default=str(ROOT / "colopred" / "runtime" / "models"))
     a = ap.parse_args()
-    ds = load_dataset(a.data)
+    data = {}
     for path in sorted(Path(a.models).glob("*.json")):
         man = read_manifest(path)
+        key = (man.get("profile_source", "ncu"), bool(man.get("relabelled", False)))
+        ds = data[key] = data.get(key) or manifest_dataset(a.data, man)  # the rows it was trained on
         if man.get("data_hash") != ds.data_hash:
             raise SystemExit(f"{path}: trained on other data (data_hash {man.get('data_hash')} != {ds.data_hash})")
         man = {k: v for k, v in man.items() if k not in ("max_set_size", "feature_ranges")}

@@ -2,8 +2,9 @@
 """Are larger sets' slowdowns the sum of their pairs'? Measured pairs composed against measured larger sets (a study).
 
 For every job j of a measured set of three or four jobs whose pairs {j, k} with each co-runner k were all measured in
-the same mode (labels: the mean over every window of the set or pair in ``datasets/h100``), compare j's slowdown s
-with two compositions of its measured pair slowdowns s_jk:
+the same mode (labels: the mean over the set's or pair's training rows in ``datasets/h100``, ``load_dataset``: every
+window, or a re-measured time-slicing set's relabelled rows), compare j's slowdown s with two compositions of its measured
+pair slowdowns s_jk:
 
 - additive: 1 + Σ_k (s_jk − 1) (each co-runner adds the time it adds in the pair);
 - multiplicative: Π_k s_jk.

@@ -51,7 +51,7 @@ def main() -> None:
                                     segments=("segment", "nunique"))
     total = len(list(CHUNK_SETS.glob("h100-c16t-*.txt")))
     print(f"{len(dirs)} of {total} chunks measured\n" + per.to_string())
-    ds = load_dataset(a.data)
+    ds = load_dataset(a.data, relabel=False)  # the training labels as measured, window by window, to compare with
     busy = {n: p.busy_fraction for n, p in ds.profiles.items()}
     lab = label_table(w)
     lab["target"] = np.where(lab["job"].map(busy) < HOST_BOUND_BUSY, "host-bound", "other")

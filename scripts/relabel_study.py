@@ -2,12 +2,14 @@
 """What the re-measured host-bound labels do to the time-slicing model (issue 23, item 5; a study).
 
 ``datasets/h100/relabel/`` measures time-slicing sets holding a host-bound job three times in one run
-(``scripts/relabel_status.py``). Here each such (set, job) gets one **relabelled** row: the mean slowdown of its
-windows in that run, the job described by its profile re-timed to the mean of its solo baselines there. Three training
-sets, one test set:
+(``scripts/relabel_status.py``). Here each such (set, job) gets one **relabelled** row
+(``colopred.research.dataset.relabelled_rows``): the mean slowdown of its windows in that run, the job described by its
+profile re-timed to the mean of its solo baselines there. Three training sets, one test set:
 
-- ``training labels``: the time-slicing rows of ``datasets/h100`` as they are (one row per window, other machines);
-- ``relabelled``: the same rows, except that the sets re-measured have their relabelled rows instead;
+- ``training labels``: the time-slicing rows of ``datasets/h100`` as measured (``load_dataset(relabel=False)``: one row
+  per window, other machines);
+- ``relabelled``: the same rows, except that the sets re-measured have their relabelled rows instead
+  (``dataset.replace_relabelled``: what ``load_dataset`` now trains on);
 - ``both``: the rows as they are plus the relabelled rows (more data, old labels kept).
 
 All are tested on the **relabelled** rows (so the comparison is of what each training set teaches, not of how noisy
@@ -35,29 +37,13 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from colopred.measurement.harness import reader as R  # noqa: E402
-from colopred.research.dataset import feature_rows, load_dataset  # noqa: E402
+from colopred.research.dataset import load_dataset, relabelled_rows, replace_relabelled  # noqa: E402
 from colopred.research.evaluation import machine_guarded, out_of_sample, point_predictor  # noqa: E402
 from colopred.research.noise import HOST_BOUND_BUSY  # noqa: E402
 from colopred.research.report import md_table  # noqa: E402
 
 MODE = "timeslice"
 KINDS = ("leave-arch", "pairs->triples", "pairs+triples->quads")
-
-
-def relabelled_rows(relabel: Path, profiles: dict) -> pd.DataFrame:
-    """One feature row per (chunk run, set, job) of the re-measured campaigns: mean slowdown of its windows in that
-    run, ``solo_ms`` the mean of their solo baselines (the profile is re-timed to it)."""
-    dirs = sorted(d for d in relabel.iterdir() if (d / "campaign.json").exists())
-    w = R.read_windows(dirs)
-    sl = R.slowdown_table(w)
-    sl = sl[sl["mode"] == MODE]
-    keys = ["campaign", "segment", "set", "job"]
-    g = sl.groupby(keys).agg(n_jobs=("n_jobs", "first"), slowdown=("slowdown", "mean"), solo_ms=("solo_ms", "mean"),
-                             windows=("slowdown", "size"), gpu=("gpu", "first"), gpu_uuid=("gpu_uuid", "first")).reset_index()
-    g = g.assign(mode=MODE, window_id="relabel:" + g["campaign"] + "#" + g["segment"].astype(str) + ":" + g["set"])
-    # A set measured in two chunks (none by construction) would give two rows; keep each as its own label.
-    return feature_rows(g, profiles)
 
 
 def cross_predictions(train: pd.DataFrame, test: pd.DataFrame, kind: str, seed: int) -> np.ndarray:
@@ -85,12 +71,12 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="folder for README.md and the tables (default: print only)")
     a = ap.parse_args()
     t0 = time.monotonic()
-    ds = load_dataset(a.data)
+    ds = load_dataset(a.data, relabel=False)  # the labels as measured: the baseline the relabelled rows replace
     base = ds.for_mode(MODE)
     new = relabelled_rows(Path(a.relabel), ds.profiles)
     remeasured = set(new["set"])
     busy = {n: p.busy_fraction for n, p in ds.profiles.items()}
-    relab = pd.concat([base[~base["set"].isin(remeasured)], new], ignore_index=True)
+    relab = replace_relabelled(base, new)
     variants = {"training labels": base, "relabelled": relab, "both": pd.concat([base, new], ignore_index=True)}
     test = relab.assign(host_bound=relab["job"].map(busy) < HOST_BOUND_BUSY, remeasured=relab["set"].isin(remeasured))
     print(f"time-slicing rows: {len(base)} as measured; {len(remeasured)} sets re-measured -> {len(new)} relabelled rows "

@@ -163,7 +163,7 @@ def main() -> int:
     ap.add_argument("--wait-scale", type=float, default=MPS_WAIT_SCALE, help="multiplier of the MPS launch waits")
     a = ap.parse_args()
     out = Path(a.out)
-    ds = load_dataset(a.data)
+    ds = load_dataset(a.data, relabel=False)  # OUT/sim_MODE.csv holds one simulation per measured window
     if a.simulate:
         simulate_all(ds, a.data, out, a.workers, {"slice_us": a.slice_us, "switch_us": a.switch_us, "wait_scale": a.wait_scale},
                      tuple(a.modes.split(",")))

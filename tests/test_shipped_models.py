@@ -7,8 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from colopred.research.dataset import load_dataset
-from colopred.research.training import train
+from colopred.research.training import manifest_dataset, train
 from colopred.runtime.features import FEATURES
 from colopred.runtime.predictor import Predictor
 
@@ -23,13 +22,16 @@ MODELS = ROOT / "colopred" / "runtime" / "models"
 def test_retraining_on_the_shipped_data_gives_the_shipped_models(tmp_path, mode, source):
     """Training is deterministic (one thread, fixed seeds): retrained on datasets/h100, a model (for ncu profiles, and
     for GPM profiles from profiles/nvml) predicts every measured row as the committed one does, interval included."""
-    (path,) = train(DATA, tmp_path / "h100", modes=(mode,), with_metrics=False, profile_source=source)
-    new, shipped = Predictor.load(path), Predictor.load(MODELS / f"h100-{mode}{'' if source == 'ncu' else '-' + source}.json")
+    shipped = Predictor.load(MODELS / f"h100-{mode}{'' if source == 'ncu' else '-' + source}.json")
+    relabelled = bool(shipped.manifest.get("relabelled", False))  # the labels it was trained on (manifest_dataset)
+    (path,) = train(DATA, tmp_path / "h100", modes=(mode,), with_metrics=False, profile_source=source, relabel=relabelled)
+    new = Predictor.load(path)
+    assert new.manifest["relabelled"] is relabelled
     assert path.name == Path(shipped.manifest["files"]["point"]["path"]).name.replace(".point.ubj", ".json")
     assert new.manifest["data_hash"] == shipped.manifest["data_hash"], "the shipped models were trained on other data"
     assert shipped.profile_source == new.profile_source == source
     assert new.manifest["baseline_coefs"] == pytest.approx(shipped.manifest["baseline_coefs"], rel=1e-12)
-    rows = load_dataset(DATA, profile_source=source).for_mode(mode)
+    rows = manifest_dataset(DATA, shipped.manifest).for_mode(mode)
     X = rows[list(FEATURES)].to_numpy()
     p_new, iv_new = new.model.predict_with_interval(X)
     p_old, iv_old = shipped.model.predict_with_interval(X)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import sys
@@ -18,6 +19,12 @@ def _modes(text: str) -> tuple[str, ...]:
     if unknown or not modes:
         raise ColopredError(f"--modes: unknown mode {unknown[0] if unknown else text!r} (known: {', '.join(MODES)})")
     return modes
+
+
+def _relabel_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-relabel", action="store_true",
+                   help="label the time-slicing sets re-measured under DATA/relabel/ by their campaigns' windows, not by "
+                        "the mean of their re-measured windows")
 
 
 @contextlib.contextmanager
@@ -69,7 +76,8 @@ def cmd_train(a) -> int:
     if not a.out or Path(a.out).name in ("", ".", ".."):
         raise ColopredError(f"--out needs a file stem (OUT in OUT-MODE.json), not {a.out!r}")
     with _naming(a.data):
-        paths = train(a.data, a.out, modes=_modes(a.modes), with_metrics=not a.no_metrics, log=log_of(a), profile_source=a.profiles)
+        paths = train(a.data, a.out, modes=_modes(a.modes), with_metrics=not a.no_metrics, log=log_of(a), profile_source=a.profiles,
+                      relabel=not a.no_relabel)
     if not paths:
         raise ColopredError(f"{a.data}: no model trained (no measurements)")
     return 0
@@ -88,7 +96,7 @@ def cmd_evaluate(a) -> int:
         raise InputError(a.out, "is a file; --out names a folder for the report")
     log(f"reading {a.data}")
     with _naming(a.data):
-        ds = load_dataset(a.data, profile_source=a.profiles)
+        ds = load_dataset(a.data, profile_source=a.profiles, relabel=not a.no_relabel)
         table = evaluate(ds, a.out, modes=modes, log=log)
     cols = ["mode", "split", "method", "slowdown_mape_pct", "delta_mae", "pays_off_agreement_pct", "partner_rank_corr"]
     print(table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
@@ -135,6 +143,7 @@ def add_commands(sub) -> None:
                    help="profiles describing the jobs: profiles/ncu, or profiles/nvml (GPM) for the model of GPM profiles")
     p.add_argument("--modes", default=",".join(MODES), help="modes to train, comma separated")
     p.add_argument("--no-metrics", action="store_true", help="skip the cross-validated metrics in the manifest")
+    _relabel_option(p)
 
     p = command(sub, "evaluate", "cross-validated evaluation against baselines, with a report", cmd_evaluate,
                 "Cross-validate colopred and the baselines on a dataset; with --out, write report.md and plots.")
@@ -143,6 +152,7 @@ def add_commands(sub) -> None:
     p.add_argument("--profiles", choices=PROFILE_SOURCES, default="ncu",
                    help="profiles describing the jobs: profiles/ncu, or profiles/nvml (GPM) for the model of GPM profiles")
     p.add_argument("--modes", default=",".join(MODES), help="modes to evaluate, comma separated")
+    _relabel_option(p)
 
     p = command(sub, "simulate", "replay a cluster trace under four placement policies (outcomes from measurements)", cmd_simulate,
                 "Replay a Gavel/Philly trace: one job per GPU, random packing, utilisation-threshold packing and "

@@ -5,6 +5,7 @@ Layout of a dataset directory (``datasets/h100``)::
     profiles/ncu/JOB.json      one JobProfile per job (the model's inputs)
     profiles/nvml/JOB.json     the same jobs' GPM profiles (inputs of the model for GPM profiles)
     campaigns/NAME/windows.jsonl   measurement records (``colopred measure``)
+    relabel/NAME/windows.jsonl     time-slicing sets measured again, several windows each in one run (optional)
 
 Each window's members are described by their profiles *re-timed* (``JobProfile.retimed``) to the
 solo iteration time that window's slowdowns are measured against (the job's solo windows just
@@ -13,6 +14,15 @@ statement about that t, and small, CPU-bound jobs run alone up to ~35% faster or
 machine than on another, or than when they were profiled. So each feature row describes the job
 as it ran, and predicting s from it is predicting the collocated time t' = s·t from the solo time
 t measured around it. ``retime=False`` keeps the profiles' own (profiling-session) times.
+
+**Relabelled rows** (``relabel``, ``relabelled_rows``): a host-bound job's time-slicing slowdown moves ~5% from one
+window to the next, so one window is a noisy label. The campaigns under ``relabel/`` measure such sets several times in
+one run; each (campaign, segment, set, job) there becomes one row whose label is the mean slowdown of its windows
+(standard error ~ one window's spread / sqrt(windows)) and whose job is described by its profile re-timed to the mean of
+its solo baselines there. Every time-slicing row of a set so re-measured is replaced by these rows (the re-measured
+label replaces the single windows; adding them beside the old ones taught the model less, ``scripts/relabel_study.py``).
+Columns ``relabelled`` (bool) and ``windows`` (how many windows a row's label averages; 1 for a window's row) tell them
+apart; the members of one relabelled (run, set) share the ``window_id`` ``relabel:CAMPAIGN#SEGMENT:SET``.
 """
 
 from __future__ import annotations
@@ -20,16 +30,21 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..measurement.harness.reader import campaign_record_files, read_windows, slowdown_table
+from ..measurement.harness.reader import SLOWDOWN_COLUMNS, campaign_record_files, read_windows, slowdown_table
 from ..profile import JobProfile
 from ..runtime.features import FEATURES, feature_matrix, profile_matrix
+from ..runtime.outcome import delta as set_delta
+from ..runtime.outcome import normalised_throughput
 from ..runtime.sources import has_timeline_fields
+
+RELABEL_DIR = "relabel"  # root/relabel/CAMPAIGN: sets measured again to replace their labels
+RELABEL_MODE = "timeslice"  # the mode whose labels the relabel campaigns replace
 
 
 def arch_of(job: str) -> str:
@@ -45,6 +60,7 @@ class Dataset:
     retimed: bool = True  # feature rows use profiles re-timed to each window's solo baseline
     profile_source: str = "ncu"  # the profiles describing the jobs: ncu, or nvml (GPM)
     root: Path | None = None  # the dataset folder
+    relabelled: bool = False  # the time-slicing sets re-measured under root/relabel/ carry their relabelled rows
 
     def for_mode(self, mode: str) -> pd.DataFrame:
         return self.rows[self.rows["mode"] == mode].reset_index(drop=True)
@@ -80,10 +96,15 @@ def load_profiles_dir(path: Path) -> dict[str, JobProfile]:
     return out
 
 
-def hash_files(files: list[Path]) -> str:
+def hash_files(files: list[Path], named: Iterable[tuple[str, Path]] = ()) -> str:
+    """SHA-256 (16 hex digits) of each of ``files`` (its name and bytes, in path order), then of each ``named`` file under
+    the name given (e.g. its path in the dataset, where the folder a file lies in changes what it means)."""
     h = hashlib.sha256()
     for f in sorted(files):
         h.update(f.name.encode())
+        h.update(f.read_bytes())
+    for name, f in sorted(named):
+        h.update(name.encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
 
@@ -121,32 +142,91 @@ def feature_rows(slow: pd.DataFrame, profiles: dict[str, JobProfile], retime: bo
                        set_archs=rows["set"].map(lambda s: tuple(sorted({arch_of(j) for j in s.split("+")}))))
 
 
-def load_dataset(root: str | Path, profile_source: str = "ncu", retime: bool = True) -> Dataset:
-    """Read profiles and campaigns under ``root`` and build feature rows, each window's members
-    re-timed to their solo baselines (``retime``; see the module doc)."""
+def campaign_dirs(folder: Path) -> list[Path]:
+    """The campaign folders (those holding a ``campaign.json``) directly under ``folder``; none if it does not exist."""
+    return sorted(d for d in folder.iterdir() if (d / "campaign.json").is_file()) if folder.is_dir() else []
+
+
+def _with_profiles(slow: pd.DataFrame, profiles: Mapping[str, JobProfile]) -> pd.DataFrame:
+    """The rows of ``slow`` whose window's every member has a profile."""
+    have = set(profiles)
+    members = slow.groupby("window_id")["job"].agg(lambda s: set(s) <= have)
+    return slow[slow["window_id"].isin(members[members].index)].reset_index(drop=True)
+
+
+def relabelled_rows(relabel: Path | Sequence[Path], profiles: Mapping[str, JobProfile], retime: bool = True) -> pd.DataFrame:
+    """One feature row per (campaign, segment, set, job) of the time-slicing windows measured in ``relabel`` (a folder
+    of campaign folders, or a list of campaign folders): ``slowdown`` the mean of the job's slowdowns over the set's
+    windows in that run, ``solo_ms`` the mean of their solo baselines (the profile re-timed to it, with ``retime``),
+    ``windows`` how many, ``colo_ms`` = slowdown · solo_ms, ``delta`` and ``throughput`` the set's from those
+    (``runtime.outcome``), ``seq``, ``repeat`` and ``started_at`` the run's first window's, ``iterations`` summed,
+    ``peak_memory_gib`` the largest. All members of one (run, set) share the ``window_id``
+    ``relabel:CAMPAIGN#SEGMENT:SET``. Sets with a member lacking a profile are left out (as ``dataset_from`` does)."""
+    dirs = campaign_dirs(relabel) if isinstance(relabel, Path) else list(relabel)
+    if not dirs:
+        raise InputError(relabel if isinstance(relabel, Path) else None, "no relabel campaign (a folder with campaign.json)")
+    sl = slowdown_table(read_windows(dirs))
+    sl = sl[sl["mode"] == RELABEL_MODE]
+    keys = ["campaign", "segment", "set", "job"]
+    g = sl.groupby(keys).agg(n_jobs=("n_jobs", "first"), slowdown=("slowdown", "mean"), solo_ms=("solo_ms", "mean"),
+                             windows=("slowdown", "size"), gpu=("gpu", "first"), gpu_uuid=("gpu_uuid", "first"),
+                             seq=("seq", "min"), repeat=("repeat", "min"), started_at=("started_at", "min"),
+                             iterations=("iterations", lambda s: s.sum(min_count=1)), peak_memory_gib=("peak_memory_gib", "max"),
+                             solo_cv=("solo_cv", "first"), solo_same_segment=("solo_same_segment", "all")).reset_index()
+    g = g.assign(mode=RELABEL_MODE, window_id="relabel:" + g["campaign"] + "#" + g["segment"].astype(str) + ":" + g["set"],
+                 colo_ms=g["slowdown"] * g["solo_ms"])
+    # δ and normalised throughput of each (run, set), from its members' mean labels
+    outcome = {w: (set_delta(m["solo_ms"], m["colo_ms"]), normalised_throughput(m["slowdown"])) for w, m in g.groupby("window_id")}
+    g["delta"] = g["window_id"].map(lambda w: outcome[w][0])
+    g["throughput"] = g["window_id"].map(lambda w: outcome[w][1])
+    g = _with_profiles(g, profiles)[SLOWDOWN_COLUMNS + ["windows"]]
+    if g.empty:  # no successful time-slicing window with profiles for all its jobs
+        return g.assign(relabelled=pd.Series(dtype=bool))
+    # A set measured in two runs gives two rows per job; each stays its own label.
+    return feature_rows(g, dict(profiles), retime=retime).assign(relabelled=True)
+
+
+def replace_relabelled(rows: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` less their time-slicing rows of every set ``new`` (``relabelled_rows``) holds, followed by ``new``."""
+    if new.empty:
+        return rows
+    drop = (rows["mode"] == RELABEL_MODE) & rows["set"].isin(set(new["set"]))
+    return pd.concat([rows[~drop], new], ignore_index=True)
+
+
+def load_dataset(root: str | Path, profile_source: str = "ncu", retime: bool = True, relabel: bool = True) -> Dataset:
+    """Read profiles and campaigns under ``root`` and build feature rows, each window's members re-timed to their solo
+    baselines (``retime``), the time-slicing sets re-measured under ``root/relabel/`` given their relabelled rows instead
+    of their windows' (``relabel``; see the module doc)."""
     root = Path(root)
     if not root.is_dir():
         raise InputError(root, "dataset directory not found")
     pdir = root / "profiles" / profile_source
-    return dataset_from(root, load_profiles_dir(pdir), sorted(pdir.glob("*.json")), retime=retime, profile_source=profile_source)
+    return dataset_from(root, load_profiles_dir(pdir), sorted(pdir.glob("*.json")), retime=retime, profile_source=profile_source,
+                        relabel=relabel)
 
 
 def dataset_from(root: Path, profiles: Mapping[str, JobProfile], profile_files: list[Path], retime: bool = True,
-                 profile_source: str = "ncu") -> Dataset:
+                 profile_source: str = "ncu", relabel: bool = True) -> Dataset:
     """The windows measured under ``root`` (a dataset folder with ``campaigns/``, or a campaign) as feature rows, each
     member described by its profile in ``profiles`` (read from ``profile_files``, which the data hash covers with the
-    record files); windows with a member lacking a profile are left out."""
+    record files); windows with a member lacking a profile are left out. With ``relabel``, a dataset folder's
+    ``relabel/`` campaigns replace the time-slicing rows of the sets they re-measured (``relabelled_rows``,
+    ``replace_relabelled``), and the hash covers their record files too (under their paths in ``root``: moved into
+    ``campaigns/`` they would mean other rows)."""
     campaigns = root / "campaigns" if (root / "campaigns").is_dir() else root
     windows = read_windows(campaigns)
-    slow = slowdown_table(windows)
-    # Keep sets whose every member has a profile.
-    have = set(profiles)
-    members = slow.groupby("window_id")["job"].agg(lambda s: set(s) <= have)
-    slow = slow[slow["window_id"].isin(members[members].index)].reset_index(drop=True)
+    slow = _with_profiles(slowdown_table(windows), profiles)
     if slow.empty:
         raise InputError(root, "no measured collocation has profiles for all its jobs")
-    rows = feature_rows(slow, dict(profiles), retime=retime)
+    rows = feature_rows(slow, dict(profiles), retime=retime).assign(relabelled=False, windows=1)
     files = list(profile_files) + sorted(campaign_record_files(campaigns))  # one-GPU and per-GPU (shard) files
+    # without campaigns/, root's own record files (relabel/ included) were read as campaigns above
+    relabel_dirs = campaign_dirs(root / RELABEL_DIR) if relabel and campaigns != root else []
+    named: list[tuple[str, Path]] = []
+    if relabel_dirs:
+        rows = replace_relabelled(rows, relabelled_rows(relabel_dirs, profiles, retime=retime))
+        named = [(f.relative_to(root).as_posix(), f) for d in relabel_dirs for f in campaign_record_files(d)]
     gpus = [g for g in windows["gpu"].dropna().unique()]
-    return Dataset(rows=rows, profiles=dict(profiles), data_hash=hash_files(files), gpu=gpus[0] if gpus else None, retimed=retime,
-                   profile_source=profile_source, root=root)
+    return Dataset(rows=rows, profiles=dict(profiles), data_hash=hash_files(files, named), gpu=gpus[0] if gpus else None,
+                   retimed=retime, profile_source=profile_source, root=root, relabelled=bool(relabel_dirs))

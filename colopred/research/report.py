@@ -46,6 +46,16 @@ def placement_summary(placement: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def relabel_note(ds: Dataset) -> str:
+    """The report's sentence on relabelled rows (``dataset.relabelled_rows``); empty where the labels are the windows'."""
+    if not ds.relabelled:
+        return ""
+    r = ds.rows[ds.rows["relabelled"]]
+    return (f" Time-slicing labels of the {r['set'].nunique()} sets re-measured under `relabel/` are the mean of their "
+            f"windows in one run ({len(r)} rows, {r['windows'].mean():.1f} windows each on average), replacing their campaigns' "
+            "windows; a relabelled row counts as one measurement of its set wherever repeats are compared (noise floors).")
+
+
 def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFrame, models: dict,
                  placement: pd.DataFrame | None = None, sensitivity: pd.DataFrame | None = None,
                  protocol: pd.DataFrame | None = None) -> Path:
@@ -97,7 +107,7 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         "# colopred evaluation report",
         "",
         f"Dataset hash `{ds.data_hash}`, GPU {ds.gpu}, {ds.rows['window_id'].nunique()} measured sets, "
-        f"{ds.rows['job'].nunique()} jobs, {ds.rows['arch'].nunique()} architectures.",
+        f"{ds.rows['job'].nunique()} jobs, {ds.rows['arch'].nunique()} architectures." + relabel_note(ds),
         "All figures are out-of-sample. Lower is better for MAPE and δ MAE; higher for agreement and rank correlation.",
         "",
         "Model (`docs/model.md`): s = (1 + α·L + β_full·W·φ_j + β_small·W·(1 − φ_j))·exp(f(x)): a contention baseline "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -12,7 +12,7 @@ from ..profile import JobProfile
 from ..runtime.features import BASE, FEATURES, profile_matrix
 from ..runtime.manifest import model_stem
 from ..runtime.predictor import Predictor
-from .dataset import load_dataset
+from .dataset import Dataset, load_dataset
 from .evaluation import evaluate_mode, new_model
 
 
@@ -33,14 +33,23 @@ def experience(rows, profiles: Sequence[JobProfile] = ()) -> dict:
     return {"max_set_size": int(rows["n_jobs"].max()), "feature_ranges": ranges}
 
 
+def manifest_dataset(data_dir: str | Path, manifest: Mapping) -> Dataset:
+    """The rows a model of ``manifest`` was trained on: ``data_dir`` read with its profile source and labels
+    (``relabelled``; a manifest without the key predates relabelled rows: the windows' own labels)."""
+    return load_dataset(data_dir, profile_source=manifest.get("profile_source", "ncu"), relabel=bool(manifest.get("relabelled", False)))
+
+
 def train(data_dir: str | Path, out: str | Path, modes: Sequence[str] = MODES, with_metrics: bool = True,
-          log: Callable[[str], None] = lambda s: None, profile_source: str = "ncu") -> list[Path]:
+          log: Callable[[str], None] = lambda s: None, profile_source: str = "ncu", relabel: bool = True) -> list[Path]:
     """Fit one model per mode on all of ``data_dir``; write ``OUT-MODE.json`` manifests and their model files
     (``OUT-MODE-nvml.json`` for ``profile_source`` ``nvml``: the jobs described by their GPM profiles,
-    ``profiles/nvml``). With ``with_metrics`` the manifest also records the model's cross-validated figures
-    (``evaluation.evaluate_mode``)."""
+    ``profiles/nvml``). The time-slicing sets re-measured under ``data_dir/relabel/`` are trained on their relabelled
+    rows (``relabel``; ``dataset.load_dataset``); the manifest records whether (``relabelled``). With ``with_metrics``
+    the manifest also records the model's cross-validated figures (``evaluation.evaluate_mode``)."""
     log(f"reading {data_dir} ({profile_source} profiles)")
-    ds = load_dataset(data_dir, profile_source=profile_source)
+    ds = load_dataset(data_dir, profile_source=profile_source, relabel=relabel)
+    if ds.relabelled:
+        log(f"relabelled rows: {int(ds.rows['relabelled'].sum())} (the time-slicing sets re-measured under relabel/)")
     out = Path(out)
     stem = out.name[:-5] if out.name.endswith(".json") else out.name
     written = []
@@ -64,6 +73,7 @@ def train(data_dir: str | Path, out: str | Path, modes: Sequence[str] = MODES, w
                       n_sets=int(df["window_id"].nunique()), n_rows=len(df), jobs=sorted(df["job"].unique()),
                       inputs=("profiles re-timed to each window's solo baseline (JobProfile.retimed): re-time a profile to the "
                               "job's solo iteration time on the target machine" if ds.retimed else "profiles as they are"),
+                      relabelled=ds.relabelled,
                       metrics=metrics, **experience(df, [ds.profiles[j] for j in sorted(df["job"].unique())]))
         log(f"{mode}: wrote {path}")
         written.append(path)

@@ -284,9 +284,12 @@ def slowdown_table(windows: pd.DataFrame) -> pd.DataFrame:
                  "solo_cv": noise.get((w.campaign, w.mode, job), np.nan), "solo_same_segment": same, "gpu": w.gpu,
                  "gpu_uuid": w.gpu_uuid, "started_at": w.started_at}
             )
-    cols = ["campaign", "window_id", "seq", "segment", "mode", "set", "n_jobs", "repeat", "job", "solo_ms", "colo_ms", "slowdown",
-            "delta", "throughput", "iterations", "peak_memory_gib", "solo_cv", "solo_same_segment", "gpu", "gpu_uuid", "started_at"]
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(rows, columns=SLOWDOWN_COLUMNS)
+
+
+SLOWDOWN_COLUMNS = ["campaign", "window_id", "seq", "segment", "mode", "set", "n_jobs", "repeat", "job", "solo_ms", "colo_ms",
+                    "slowdown", "delta", "throughput", "iterations", "peak_memory_gib", "solo_cv", "solo_same_segment", "gpu",
+                    "gpu_uuid", "started_at"]
 
 
 def set_table(windows: pd.DataFrame) -> pd.DataFrame:
