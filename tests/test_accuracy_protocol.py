@@ -39,6 +39,28 @@ def test_interval_widens_for_sets_larger_than_any_in_training(timeslice):
         assert np.allclose(np.log(iv[:, 1] / p), w * factor, rtol=1e-9) and np.allclose(np.log(p / iv[:, 0]), w * factor, rtol=1e-9)
 
 
+def test_conformal_folds_of_one_per_group_calibrate_on_leave_one_group_out_residuals(timeslice):
+    """With a fold per architecture the conformal width is the ⌈(n+1)·0.9⌉/n quantile of |log s − log ŝ| where each
+    ŝ comes from a point model fitted without the row's architecture; fewer folds give another width; fewer than two
+    folds is refused, and the setting survives sklearn's clone."""
+    from sklearn.base import clone
+
+    pairs = timeslice[(timeslice["n_jobs"] == 2) & timeslice["arch"].isin(["alexnet", "resnet18", "gpt2_small", "lstm_lm"])]
+    X, s, arch = pairs[list(FEATURES)].to_numpy(), pairs["slowdown"].to_numpy(), pairs["arch"].to_numpy()
+    m = SlowdownModel(mode="timeslice", conformal_folds=100).fit(X, s, groups=arch)
+    resid = np.empty(len(s))
+    for a in np.unique(arch):
+        te = arch == a
+        point = SlowdownModel(mode="timeslice", interval=False, calibrate=False).fit(X[~te], s[~te])
+        resid[te] = np.log(s[te]) - np.log(point.predict(X[te]))
+    q = math.ceil((len(s) + 1) * 0.9) / len(s)
+    assert m.conformal_log_width_ == pytest.approx(float(np.quantile(np.abs(resid), q)), rel=1e-6)
+    assert SlowdownModel(mode="timeslice", conformal_folds=2).fit(X, s, groups=arch).conformal_log_width_ != pytest.approx(m.conformal_log_width_)
+    assert clone(m).get_params()["conformal_folds"] == 100
+    with pytest.raises(ValueError, match="at least 2"):
+        SlowdownModel(mode="timeslice", conformal_folds=1).fit(X, s, groups=arch)
+
+
 def test_the_locked_split_is_the_rules_draw_and_every_locked_architecture_was_measured(timeslice):
     """datasets/h100/locked_split.json is what scripts/lock_split.py's seeded rule draws, and each locked architecture
     has measured sets (so the locked figure tests it)."""

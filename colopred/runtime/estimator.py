@@ -38,6 +38,10 @@ from .baseline import (
 )
 from .features import FEATURES, MONOTONE_INCREASING, model_features
 
+# Fewer groups than this (and than the folds asked for) leave the interval uncalibrated: two groups give residuals of
+# models that each saw half the data.
+MIN_CALIBRATION_GROUPS = 3
+
 BATCH_THREADS_FROM_ROWS = 10_000
 """From this many rows on, prediction uses every core (below it, starting threads costs more than it saves)."""
 
@@ -114,6 +118,9 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         How the conformal width scales from row to row (:data:`INTERVAL_SCALES`; default ``constants.INTERVAL_SCALE``).
     quantile_floor : bool, optional
         Whether the interval also holds the quantile model's 5%/95% band (default ``constants.INTERVAL_QUANTILE_FLOOR``).
+    conformal_folds : int, optional
+        Inner folds over the groups that give the calibration residuals (default ``constants.CONFORMAL_FOLDS``), at
+        most one per group.
 
     Fitted attributes: ``baseline_coefs_``, ``point_``, ``interval_`` (None without ``interval``),
     ``conformal_log_width_``, ``max_set_size_`` (the largest set in training), ``features_``, ``load_``.
@@ -121,7 +128,8 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
 
     def __init__(self, mode: str | None = None, params: dict | None = None, monotone: bool = True,
                  features: Sequence[str] | None = None, load: str | None = None, interval: bool = True,
-                 calibrate: bool = True, interval_scale: str | None = None, quantile_floor: bool | None = None):
+                 calibrate: bool = True, interval_scale: str | None = None, quantile_floor: bool | None = None,
+                 conformal_folds: int | None = None):
         self.mode = mode
         self.params = params
         self.monotone = monotone
@@ -131,6 +139,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self.calibrate = calibrate
         self.interval_scale = interval_scale
         self.quantile_floor = quantile_floor
+        self.conformal_folds = conformal_folds
 
     # ----------------------------------------------------------------- settings
     def _resolve(self) -> None:
@@ -147,6 +156,9 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         if self.interval_scale_ not in INTERVAL_SCALES:
             raise ValueError(f"unknown interval scale {self.interval_scale_!r} (one of {', '.join(INTERVAL_SCALES)})")
         self.quantile_floor_ = bool(self.quantile_floor if self.quantile_floor is not None else INTERVAL_QUANTILE_FLOOR)
+        self.conformal_folds_ = int(self.conformal_folds if self.conformal_folds is not None else CONFORMAL_FOLDS)
+        if self.conformal_folds_ < 2:
+            raise ValueError(f"conformal_folds must be at least 2, not {self.conformal_folds_}")
 
     @property
     def tree_params_(self) -> dict[str, Any]:
@@ -172,7 +184,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
     def fit(self, X, y, groups: Sequence | None = None) -> "SlowdownModel":
         """Fit the baseline's coefficients, then f on r = log(s) − log(s_base). With ``groups`` (one label per
         row: e.g. each row's architecture, so that the interval holds on unseen jobs) and ``calibrate``, an inner
-        ``CONFORMAL_FOLDS``-fold CV over the groups gives out-of-fold log residuals, and the interval is widened
+        ``conformal_folds``-fold CV over the groups gives out-of-fold log residuals, and the interval is widened
         to at least their ``INTERVAL_COVERAGE`` quantile."""
         import xgboost as xgb
 
@@ -197,12 +209,13 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         if self.calibrate and groups is not None:
             groups = np.asarray(groups)
             uniq = np.unique(groups)
-            if len(uniq) >= CONFORMAL_FOLDS:
+            n_folds = min(self.conformal_folds_, len(uniq))
+            if len(uniq) >= min(self.conformal_folds_, MIN_CALIBRATION_GROUPS):
                 rng = np.random.default_rng(0)
-                fold_of = dict(zip(rng.permutation(uniq), np.arange(len(uniq)) % CONFORMAL_FOLDS))
+                fold_of = dict(zip(rng.permutation(uniq), np.arange(len(uniq)) % n_folds))
                 folds = np.array([fold_of[g] for g in groups])
                 resid = np.empty(len(r))
-                for k in range(CONFORMAL_FOLDS):
+                for k in range(n_folds):
                     te = folds == k
                     c, _, m = self._fit_parts(Xm[~te], terms[~te], s[~te])
                     resid[te] = np.log(s[te]) - np.log(baseline_slowdown(c, terms[te])) - m.get_booster().inplace_predict(Xm[te])
