@@ -2,9 +2,10 @@
 """Re-choose ``constants.CONFORMAL_FOLDS`` on the development architectures only (docs/model.md, "Intervals").
 
 The conformal calibration's inner CV, grouped by architecture, trains each inner model on (k − 1)/k of the training
-architectures; the outer leave-architecture-out split trains on all but one. With k = 3 the calibration residuals come
-from weaker models than the one they calibrate, and the time-slicing leave-arch interval over-covered (95.9% of a
-stated 90%). This script tries each k of ``GRID`` (at most one fold per group: the largest value is
+architectures; the outer leave-architecture-out split trains on all but one. The question was whether that is why the
+time-slicing leave-arch interval over-covered (95.9% of a stated 90% with k = 3); one fold per architecture still
+over-covers, and the cause is one width for saturating and host-bound jobs (docs/model.md, "Intervals"). This script
+tries each k of ``GRID`` (at most one fold per group: the largest value is
 leave-one-architecture-out) on the development rows (sets without an architecture of
 ``datasets/h100/locked_split.json``), both modes, the four kinds of split, and prints the coverage of each (mode,
 split) cell and the criterion the interval's other constants were chosen by: the mean |coverage − 90| over the 8

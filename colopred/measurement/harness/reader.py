@@ -258,6 +258,12 @@ def _nearby_solo(solos: pd.DataFrame, seq: int, segment: int | None = None) -> t
     return (float(np.mean(vals)) if len(vals) else None), segment is None
 
 
+SLOWDOWN_COLUMNS = ["campaign", "window_id", "seq", "segment", "mode", "set", "n_jobs", "repeat", "job", "solo_ms", "colo_ms",
+                    "slowdown", "delta", "throughput", "iterations", "peak_memory_gib", "solo_cv", "solo_same_segment", "gpu",
+                    "gpu_uuid", "started_at"]
+"""The columns of ``slowdown_table``, in order."""
+
+
 def slowdown_table(windows: pd.DataFrame) -> pd.DataFrame:
     """One row per (successful collocated window, job) with slowdown, δ and throughput."""
     solos = solo_table(windows)
@@ -285,11 +291,6 @@ def slowdown_table(windows: pd.DataFrame) -> pd.DataFrame:
                  "gpu_uuid": w.gpu_uuid, "started_at": w.started_at}
             )
     return pd.DataFrame(rows, columns=SLOWDOWN_COLUMNS)
-
-
-SLOWDOWN_COLUMNS = ["campaign", "window_id", "seq", "segment", "mode", "set", "n_jobs", "repeat", "job", "solo_ms", "colo_ms",
-                    "slowdown", "delta", "throughput", "iterations", "peak_memory_gib", "solo_cv", "solo_same_segment", "gpu",
-                    "gpu_uuid", "started_at"]
 
 
 def set_table(windows: pd.DataFrame) -> pd.DataFrame:
