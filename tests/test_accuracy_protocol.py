@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from colopred.profile import JobProfile
@@ -27,15 +28,20 @@ def timeslice():
 
 def test_interval_widens_for_sets_larger_than_any_in_training(timeslice):
     """The conformal half-width is w for sets of a trained size and w·((n − 1)/(m − 1))^0.5 beyond (m the largest
-    trained set): a model trained on pairs gives triples and four-job sets √2 and √3 wider log intervals."""
+    trained set), w the width of the target job's class: a model trained on pairs gives triples and four-job sets √2
+    and √3 wider log intervals."""
+    from colopred.constants import HOST_BOUND_BUSY
+
     pairs = timeslice[timeslice["n_jobs"] == 2]
     m = SlowdownModel(mode="timeslice").fit(pairs[list(FEATURES)], pairs["slowdown"], groups=pairs["arch"])
     assert m.max_set_size_ == 2 and m.interval_scale_ == "beyond_size" and not m.quantile_floor_
-    w = m.conformal_log_width_
-    assert 0 < w < 1
+    assert m.interval_classes_ == "host_bound" and all(0 < w < 1 for w in m.conformal_class_log_widths_)
     for n, factor in ((2, 1.0), (3, math.sqrt(2)), (4, math.sqrt(3))):
-        rows = timeslice[timeslice["n_jobs"] == n][list(FEATURES)].head(20)
-        p, iv = m.predict_with_interval(rows)
+        by_busy = timeslice[timeslice["n_jobs"] == n].sort_values("t_busy")
+        rows = pd.concat([by_busy.head(20), by_busy.tail(20)])
+        w = np.where(rows["t_busy"] < HOST_BOUND_BUSY, m.conformal_class_log_widths_[1], m.conformal_class_log_widths_[0])
+        assert len(set(w)) == 2  # both classes among the rows
+        p, iv = m.predict_with_interval(rows[list(FEATURES)])
         assert np.allclose(np.log(iv[:, 1] / p), w * factor, rtol=1e-9) and np.allclose(np.log(p / iv[:, 0]), w * factor, rtol=1e-9)
 
 
@@ -59,6 +65,46 @@ def test_conformal_folds_of_one_per_group_calibrate_on_leave_one_group_out_resid
     assert clone(m).get_params()["conformal_folds"] == 100
     with pytest.raises(ValueError, match="at least 2"):
         SlowdownModel(mode="timeslice", conformal_folds=1).fit(X, s, groups=arch)
+
+
+def test_host_bound_classes_calibrate_each_class_on_its_own_residuals(timeslice, tmp_path):
+    """Mondrian calibration: under ``interval_classes="host_bound"`` the width of each class (target busy < 0.8 or not)
+    is the ⌈(n_c+1)·0.9⌉/n_c quantile of that class's leave-one-group-out |log residuals|, each row's interval takes its
+    class's width, and a class of too few rows takes the pooled width; the widths survive saving and loading."""
+    from colopred.constants import HOST_BOUND_BUSY, MIN_CLASS_CALIBRATION_ROWS
+    from colopred.runtime.manifest import load_model, save_model
+
+    pairs = timeslice[(timeslice["n_jobs"] == 2) & timeslice["arch"].isin(["alexnet", "resnet18", "gpt2_small", "lstm_lm", "wide_deep"])]
+    X, s, arch = pairs[list(FEATURES)].to_numpy(), pairs["slowdown"].to_numpy(), pairs["arch"].to_numpy()
+    hb = pairs["t_busy"].to_numpy() < HOST_BOUND_BUSY
+    assert hb.sum() >= MIN_CLASS_CALIBRATION_ROWS and (~hb).sum() >= MIN_CLASS_CALIBRATION_ROWS
+    m = SlowdownModel(mode="timeslice", conformal_folds=100, interval_classes="host_bound").fit(X, s, groups=arch)
+    resid = np.empty(len(s))
+    for a in np.unique(arch):
+        te = arch == a
+        point = SlowdownModel(mode="timeslice", interval=False, calibrate=False).fit(X[~te], s[~te])
+        resid[te] = np.abs(np.log(s[te]) - np.log(point.predict(X[te])))
+
+    def width(r):
+        return float(np.quantile(r, math.ceil((len(r) + 1) * 0.9) / len(r)))
+
+    sat_w, hb_w = m.conformal_class_log_widths_
+    assert sat_w == pytest.approx(width(resid[~hb]), rel=1e-6) and hb_w == pytest.approx(width(resid[hb]), rel=1e-6)
+    assert m.conformal_log_width_ == pytest.approx(width(resid), rel=1e-6)
+    assert hb_w > sat_w  # host-bound jobs are predicted worse
+    p, iv = m.predict_with_interval(X)
+    assert np.allclose(np.log(iv[:, 1] / p), np.where(hb, hb_w, sat_w), rtol=1e-9)
+    # saved and loaded: the same intervals
+    save_model(tmp_path / "m.json", m, "timeslice")
+    loaded, man = load_model(tmp_path / "m.json")
+    assert man["interval_classes"] == "host_bound" and man["conformal_class_log_widths"]["host_bound"] == pytest.approx(hb_w)
+    assert np.allclose(loaded.predict_with_interval(X)[1], iv)
+    # one host-bound row too few: that class takes the pooled width
+    keep = ~hb | (np.cumsum(hb) < MIN_CLASS_CALIBRATION_ROWS)
+    few = SlowdownModel(mode="timeslice", conformal_folds=100, interval_classes="host_bound").fit(X[keep], s[keep], groups=arch[keep])
+    assert few.conformal_class_log_widths_[1] == few.conformal_log_width_ != few.conformal_class_log_widths_[0]
+    with pytest.raises(ValueError, match="unknown interval classes"):
+        SlowdownModel(mode="timeslice", interval_classes="by_size").fit(X, s, groups=arch)
 
 
 def test_the_locked_split_is_the_rules_draw_and_every_locked_architecture_was_measured(timeslice):
@@ -172,3 +218,19 @@ def test_pair_additivity_composes_the_measured_pair_means(timeslice):
         assert r.additive == pytest.approx(1 + sum(s - 1 for s in s_pairs))
         assert r.multiplicative == pytest.approx(math.prod(s_pairs))
         assert r.slowdown == pytest.approx(means[(r.set, r.job)])
+
+
+def test_coverage_by_class_counts_the_rows_inside_their_interval_per_class():
+    """coverage_by_class: per (mode, split), the share of rows with lo ≤ slowdown ≤ hi over all rows and per class of
+    target job (busy < 0.8 host-bound), the interval's ends counting as inside."""
+    from colopred.research.evaluation import coverage_by_class
+
+    pred = pd.DataFrame({"mode": "mps", "split": ["a"] * 4 + ["b"] * 2, "slowdown": [1.0, 2.0, 3.0, 4.0, 1.5, 1.5],
+                         "lo": [0.5, 2.5, 3.0, 1.0, 1.0, 1.6], "hi": [2.0, 3.0, 3.5, 3.9, 1.5, 2.0],
+                         "t_busy": [0.5, 0.9, 0.79, 1.0, 0.8, 0.2]})
+    c = coverage_by_class(pred).set_index(["split", "jobs"])
+    assert c.loc[("a", "all jobs"), "coverage_pct"] == 50.0 and c.loc[("a", "all jobs"), "rows"] == 4
+    assert c.loc[("a", "host-bound"), "coverage_pct"] == 100.0 and c.loc[("a", "host-bound"), "rows"] == 2
+    assert c.loc[("a", "saturating"), "coverage_pct"] == 0.0
+    assert c.loc[("b", "saturating"), "coverage_pct"] == 100.0 and c.loc[("b", "host-bound"), "coverage_pct"] == 0.0
+    assert set(c["mode"]) == {"mps"}

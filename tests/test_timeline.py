@@ -175,7 +175,14 @@ def test_shipped_gpm_profiles_carry_their_launch_timelines_fields(gpu):
         p = JobProfile.from_json(path)
         tl = root / "timelines" / "launch" / f"{p.name}.timeline.csv.gz"
         again = with_timeline(p.with_(**{f: None for f in GPM_TIMELINE_FIELDS}), tl)
-        assert again.to_dict() == p.to_dict(), p.name
+        # equal to the last few bits: the wait is a float sum whose order numpy/pandas versions may change
+        a, b = again.to_dict(), p.to_dict()
+        assert a.keys() == b.keys(), p.name
+        for k in a:
+            if isinstance(b[k], float):
+                assert a[k] == pytest.approx(b[k], rel=1e-12, abs=0), (p.name, k)
+            else:
+                assert a[k] == b[k], (p.name, k)
         assert p.meta["timeline_fields_from"] == tl.name
 
 

@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from ..constants import HOST_BOUND_BUSY
 from ..errors import InputError
 from ..measurement.harness.reader import machine_key
 from ..runtime import outcome
@@ -79,6 +80,27 @@ def metrics(df: pd.DataFrame, pred: np.ndarray, interval: np.ndarray | None = No
     if interval is not None:
         m["interval_coverage_pct"] = float(np.mean((s >= interval[:, 0]) & (s <= interval[:, 1])) * 100)
     return m
+
+
+JOB_CLASSES = {"all jobs": None, "saturating": False, "host-bound": True}
+"""The rows :func:`coverage_by_class` reports: every row, then each class of target job (host-bound: busy fraction
+below ``constants.HOST_BOUND_BUSY``, the interval's own classes)."""
+
+
+def coverage_by_class(pred: pd.DataFrame) -> pd.DataFrame:
+    """Coverage % of the interval ``lo``–``hi`` of :func:`evaluate_mode`'s predictions, per ``mode`` (where the table
+    has one), split and :data:`JOB_CLASSES` class, with the number of rows."""
+    covered = (pred["slowdown"] >= pred["lo"]) & (pred["slowdown"] <= pred["hi"])
+    host_bound = pred["t_busy"] < HOST_BOUND_BUSY
+    keys = [k for k in ("mode", "split") if k in pred.columns]
+    rows = []
+    for key, idx in pred.groupby(keys, sort=False).groups.items():
+        key = key if isinstance(key, tuple) else (key,)
+        for label, hb in JOB_CLASSES.items():
+            sel = covered.loc[idx] if hb is None else covered.loc[idx][host_bound.loc[idx] == hb]
+            rows.append({**dict(zip(keys, key)), "jobs": label, "rows": len(sel),
+                         "coverage_pct": 100 * float(sel.mean()) if len(sel) else float("nan")})
+    return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------- splits

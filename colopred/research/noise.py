@@ -22,11 +22,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..constants import HOST_BOUND_BUSY
 from ..measurement.harness.reader import machine_key, segment_key
 
-HOST_BOUND_BUSY = 0.8
-"""Busy fraction (ncu profile, solo) under which a job is called host-bound: issue 23's threshold; the
-repeats of such jobs spread several times more than the others' (``spread_table``)."""
 
 PAIR_KINDS = ("same run", "same machine, another run", "another machine")
 

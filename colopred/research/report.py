@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..constants import SHARE_EPS_US, WAIT_BUSY_GATE_EXPONENT
+from ..constants import HOST_BOUND_BUSY, INTERVAL_CLASSES, SHARE_EPS_US, WAIT_BUSY_GATE_EXPONENT
 from ..io import atomic_file, write_csv_atomic, write_text_atomic
 from .dataset import Dataset
 
@@ -116,7 +116,10 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         "per-launch SM fill; α, β ≥ 0 by least squares) times XGBoost trees f on the target's profile and the mean/max/min "
         "of its co-runners'. The row \"contention baseline (fitted)\" is that baseline alone. Intervals (stated level 90%): "
         "split-conformal, from out-of-fold log residuals of inner folds grouped by architecture (by set on the random split, "
-        "whose test sets are of seen architectures), widened by ((n − 1)/(m − 1))^0.5 for a set of n jobs larger than any (m) "
+        "whose test sets are of seen architectures)" + (
+            f", one width for host-bound target jobs (busy < {HOST_BOUND_BUSY:g}) and one for the rest"
+            if INTERVAL_CLASSES == "host_bound" else "") +
+        ", widened by ((n − 1)/(m − 1))^0.5 for a set of n jobs larger than any (m) "
         "in training (`docs/model.md`, \"Intervals\").",
         "",
         *([] if ds.profile_source == "ncu" else [
@@ -140,6 +143,19 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
             if t.empty:
                 continue
             lines += [f"## {mode}, split: {split}", "", md_table(t[["method"] + COLS]), ""]
+    if {"lo", "hi", "t_busy"} <= set(preds.columns):
+        from .evaluation import coverage_by_class
+
+        cov = coverage_by_class(preds)
+        wide = cov.pivot_table(index=["mode", "split"], columns="jobs", values=["coverage_pct", "rows"], sort=False)
+        wide.columns = [f"{job} {'coverage %' if what == 'coverage_pct' else 'rows'}" for what, job in wide.columns]
+        order = [f"{job} {what}" for job in ("all jobs", "saturating", "host-bound") for what in ("coverage %", "rows")]
+        wide = wide.astype({c: "Int64" for c in wide.columns if c.endswith(" rows")})
+        lines += ["## Interval coverage by job class", "",
+                  f"Share (%) of the measured slowdowns inside colopred's 90% interval on each split, over all test rows and "
+                  f"per class of target job (host-bound: busy fraction of its re-timed profile below {HOST_BOUND_BUSY:g}).", "",
+                  md_table(wide[[c for c in order if c in wide.columns]].reset_index(), digits=1), ""]
+        write_csv_atomic(cov, out / "coverage.csv", index=False)
     if placement is not None and not placement.empty:
         lines += ["## Placement on measured data (`Predictor.pack` vs random and one job per GPU)", "",
                   "Groups of jobs whose every pair was measured, placed two per GPU; each placement is valued by the "

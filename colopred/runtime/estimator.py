@@ -22,11 +22,14 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from ..constants import (
     CONFORMAL_FOLDS,
+    HOST_BOUND_BUSY,
+    INTERVAL_CLASSES,
     INTERVAL_COVERAGE,
     INTERVAL_QUANTILE_FLOOR,
     INTERVAL_QUANTILES,
     INTERVAL_SCALE,
     INTERVAL_SIZE_EXPONENT,
+    MIN_CLASS_CALIBRATION_ROWS,
     TREE_PARAMS,
 )
 from .baseline import (
@@ -55,6 +58,7 @@ def _booster(reg, n_rows: int):
 
 
 _N_JOBS = FEATURES.index("n_jobs")
+_T_BUSY = FEATURES.index("t_busy")
 
 
 def _alone(X: np.ndarray) -> np.ndarray:
@@ -80,6 +84,31 @@ def interval_scale(X: np.ndarray, kind: str, max_set_size: int | None, exponent:
         m = max(int(max_set_size), 2)
         return np.maximum((X[:, _N_JOBS] - 1.0) / (m - 1.0), 1.0) ** exponent
     raise ValueError(f"unknown interval scale {kind!r} (one of {', '.join(INTERVAL_SCALES)})")
+
+
+INTERVAL_CLASS_KINDS = ("none", "host_bound")
+"""How calibration rows are grouped, each group with a conformal width of its own (``interval_classes``; Mondrian
+conformal prediction, Vovk, Gammerman and Shafer 2005, "Algorithmic learning in a random world", §4.5): ``none``, one
+group; ``host_bound``, the target job's busy fraction below ``constants.HOST_BOUND_BUSY`` or not."""
+
+INTERVAL_CLASS_NAMES = ("saturating", "host_bound")
+"""The classes of ``host_bound`` (index = :func:`interval_class`'s code), as a manifest names their widths."""
+
+
+def interval_class(X: np.ndarray, kind: str) -> np.ndarray:
+    """Class code of each FEATURES row (an index into :data:`INTERVAL_CLASS_NAMES`): 1 for a host-bound target job
+    under ``host_bound`` (a missing busy fraction counts as saturating), else 0."""
+    if kind == "none":
+        return np.zeros(len(X), dtype=np.intp)
+    if kind == "host_bound":
+        return (X[:, _T_BUSY] < HOST_BOUND_BUSY).astype(np.intp)
+    raise ValueError(f"unknown interval classes {kind!r} (one of {', '.join(INTERVAL_CLASS_KINDS)})")
+
+
+def conformal_quantile(scores: np.ndarray, coverage: float = INTERVAL_COVERAGE) -> float:
+    """The split-conformal width of ``scores``: their ⌈(n + 1)·coverage⌉/n quantile (Lei et al. 2018, §2.2)."""
+    n = len(scores)
+    return float(np.quantile(scores, min(1.0, np.ceil((n + 1) * coverage) / n)))
 
 
 def _rows(X) -> np.ndarray:
@@ -121,15 +150,19 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
     conformal_folds : int, optional
         Inner folds over the groups that give the calibration residuals (default ``constants.CONFORMAL_FOLDS``), at
         most one per group.
+    interval_classes : str, optional
+        Which rows share a conformal width (:data:`INTERVAL_CLASS_KINDS`; default ``constants.INTERVAL_CLASSES``).
 
     Fitted attributes: ``baseline_coefs_``, ``point_``, ``interval_`` (None without ``interval``),
-    ``conformal_log_width_``, ``max_set_size_`` (the largest set in training), ``features_``, ``load_``.
+    ``conformal_log_width_`` (over all calibration rows), ``conformal_class_log_widths_`` (one per class of
+    ``interval_classes``, :data:`INTERVAL_CLASS_NAMES` order; empty under ``none``), ``max_set_size_`` (the largest set
+    in training), ``features_``, ``load_``.
     """
 
     def __init__(self, mode: str | None = None, params: dict | None = None, monotone: bool = True,
                  features: Sequence[str] | None = None, load: str | None = None, interval: bool = True,
                  calibrate: bool = True, interval_scale: str | None = None, quantile_floor: bool | None = None,
-                 conformal_folds: int | None = None):
+                 conformal_folds: int | None = None, interval_classes: str | None = None):
         self.mode = mode
         self.params = params
         self.monotone = monotone
@@ -140,6 +173,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self.interval_scale = interval_scale
         self.quantile_floor = quantile_floor
         self.conformal_folds = conformal_folds
+        self.interval_classes = interval_classes
 
     # ----------------------------------------------------------------- settings
     def _resolve(self) -> None:
@@ -159,6 +193,9 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self.conformal_folds_ = int(self.conformal_folds if self.conformal_folds is not None else CONFORMAL_FOLDS)
         if self.conformal_folds_ < 2:
             raise ValueError(f"conformal_folds must be at least 2, not {self.conformal_folds_}")
+        self.interval_classes_ = self.interval_classes if self.interval_classes is not None else INTERVAL_CLASSES
+        if self.interval_classes_ not in INTERVAL_CLASS_KINDS:
+            raise ValueError(f"unknown interval classes {self.interval_classes_!r} (one of {', '.join(INTERVAL_CLASS_KINDS)})")
 
     @property
     def tree_params_(self) -> dict[str, Any]:
@@ -185,7 +222,8 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         """Fit the baseline's coefficients, then f on r = log(s) − log(s_base). With ``groups`` (one label per
         row: e.g. each row's architecture, so that the interval holds on unseen jobs) and ``calibrate``, an inner
         ``conformal_folds``-fold CV over the groups gives out-of-fold log residuals, and the interval is widened
-        to at least their ``INTERVAL_COVERAGE`` quantile."""
+        to at least their ``INTERVAL_COVERAGE`` quantile, within each class of ``interval_classes`` (a class of fewer
+        than ``MIN_CLASS_CALIBRATION_ROWS`` rows takes the quantile over all rows)."""
         import xgboost as xgb
 
         self._resolve()
@@ -200,6 +238,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self.max_set_size_ = int(X[:, _N_JOBS].max())
         self.baseline_coefs_, r, self.point_ = self._fit_parts(Xm, terms, s)
         self.conformal_log_width_ = 0.0
+        self.conformal_class_log_widths_: tuple[float, ...] = ()
         self.interval_ = None
         if not self.interval:
             return self
@@ -219,9 +258,13 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
                     te = folds == k
                     c, _, m = self._fit_parts(Xm[~te], terms[~te], s[~te])
                     resid[te] = np.log(s[te]) - np.log(baseline_slowdown(c, terms[te])) - m.get_booster().inplace_predict(Xm[te])
-                n = len(resid)
-                q = min(1.0, np.ceil((n + 1) * INTERVAL_COVERAGE) / n)
-                self.conformal_log_width_ = float(np.quantile(np.abs(resid) / self._scale(X), q))
+                scores = np.abs(resid) / self._scale(X)
+                self.conformal_log_width_ = conformal_quantile(scores)
+                if self.interval_classes_ != "none":
+                    cls = interval_class(X, self.interval_classes_)
+                    self.conformal_class_log_widths_ = tuple(
+                        conformal_quantile(scores[cls == k]) if np.sum(cls == k) >= MIN_CLASS_CALIBRATION_ROWS
+                        else self.conformal_log_width_ for k in range(len(INTERVAL_CLASS_NAMES)))
         return self
 
     # ------------------------------------------------------------------ predict
@@ -249,6 +292,15 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
     def _scale(self, X: np.ndarray) -> np.ndarray:
         """σ(x) of the conformal width of each row (:func:`interval_scale`)."""
         return interval_scale(X, self.interval_scale_, getattr(self, "max_set_size_", None))
+
+    def _log_width(self, X: np.ndarray) -> np.ndarray:
+        """Log half-width of each row's interval: its class's conformal width (or the pooled one) times σ(x)."""
+        widths = getattr(self, "conformal_class_log_widths_", ())
+        if getattr(self, "interval_classes_", "none") == "none" or not widths:
+            w = np.full(len(X), self.conformal_log_width_)
+        else:
+            w = np.asarray(widths, float)[interval_class(X, self.interval_classes_)]
+        return w * self._scale(X)
 
     def _point(self, Xm: np.ndarray, base: np.ndarray) -> np.ndarray:
         return base * np.exp(_booster(self.point_, len(Xm)).inplace_predict(Xm))
@@ -283,7 +335,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         Xm = self._tree_rows(X)
         base = baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_))
         p = self._point(Xm, base)
-        w = np.exp(self.conformal_log_width_ * self._scale(X))
+        w = np.exp(self._log_width(X))
         iv = np.column_stack([p / w, p * w])
         if self.quantile_floor_:
             q = np.exp(np.asarray(_booster(self.interval_, len(X)).inplace_predict(Xm)).reshape(len(X), -1)) * base[:, None]

@@ -28,7 +28,7 @@ from ..io import fsync_file, sha256_of, stage_file, write_text_atomic
 from ..schema import loads
 from ..schema import problems as schema_problems
 from .baseline import BASELINE_TERMS, load_kind
-from .estimator import SlowdownModel
+from .estimator import INTERVAL_CLASS_NAMES, SlowdownModel
 from .features import FEATURES, MONOTONE_INCREASING
 from .sources import model_features_for
 
@@ -106,6 +106,8 @@ def save_model(path: str | os.PathLike, model: SlowdownModel, mode: str, /, **ex
                "target": "log(slowdown) - log(1 + " + " + ".join(f"baseline_coefs[{k}] * {k}" for k in BASELINE_TERMS) + ")",
                "interval_quantiles": list(INTERVAL_QUANTILES), "interval_coverage": INTERVAL_COVERAGE,
                "conformal_log_width": model.conformal_log_width_, "interval_scale": model.interval_scale_,
+               "interval_classes": model.interval_classes_,
+               "conformal_class_log_widths": dict(zip(INTERVAL_CLASS_NAMES, model.conformal_class_log_widths_)),
                "interval_quantile_floor": model.quantile_floor_, "profile_source": extra.get("profile_source", "ncu"),
                "files": {}}
         man.update({k: v for k, v in extra.items() if k not in man})  # provenance and metrics; never the model's own fields
@@ -176,6 +178,11 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
         raise SchemaError(path, "model was trained on a different feature schema than this colopred computes")
     if man["contention_load"] != load_kind(mode):
         raise SchemaError(path, f"manifest's contention_load {man['contention_load']!r} is not the {mode} mode's ({load_kind(mode)!r})")
+    class_widths = man.get("conformal_class_log_widths") or {}
+    if class_widths and man.get("interval_classes", "none") != "none":
+        missing = [c for c in INTERVAL_CLASS_NAMES if c not in class_widths]
+        if missing:
+            raise SchemaError(path, f"manifest's conformal_class_log_widths lacks the {missing[0]} class")
     ranges = man.get("feature_ranges", {})
     bad = [k for k, v in ranges.items() if k not in FEATURES or v[0] > v[1]]
     if bad:
@@ -211,9 +218,13 @@ def load_model(path: str | os.PathLike) -> tuple[SlowdownModel, dict[str, Any]]:
     model = SlowdownModel(mode=mode, params=man.get("params"), monotone=bool(man.get("monotone", True)),
                           features=man["model_features"], load=man["contention_load"],
                           # manifests written before these fields: one width for every row, quantile band kept
-                          interval_scale=man.get("interval_scale", "none"), quantile_floor=man.get("interval_quantile_floor", True))
+                          interval_scale=man.get("interval_scale", "none"), quantile_floor=man.get("interval_quantile_floor", True),
+                          interval_classes=man.get("interval_classes", "none"))
     model._resolve()
     model.conformal_log_width_ = float(man.get("conformal_log_width", 0.0))
+    class_widths = man.get("conformal_class_log_widths") or {}
+    model.conformal_class_log_widths_ = (tuple(float(class_widths[c]) for c in INTERVAL_CLASS_NAMES)
+                                         if model.interval_classes_ != "none" and class_widths else ())
     model.max_set_size_ = man.get("max_set_size")  # the interval's beyond_size scale (None: every row alike)
     model.baseline_coefs_ = np.array([float(man["baseline_coefs"][k]) for k in BASELINE_TERMS])
     for part in MODEL_PARTS:
