@@ -24,3 +24,13 @@ def test_the_readme_is_a_users_guide():
     ci = (ROOT / ".ci" / "run").read_text()
     test_cmd = re.search(r"Run the tests.*?```\n(.*?)\n```", README, re.S).group(1)
     assert test_cmd in ci
+
+
+def test_the_readme_prediction_output_is_what_the_shipped_models_print():
+    """The README's sample of `colopred predict A.json B.json --mode mps` is the set-up command's prediction (the two
+    shipped profiles it names, the shipped MPS model), line for line, so it cannot drift from the models."""
+    sample = re.search(r"```\n\$ colopred predict A\.json B\.json --mode mps\n(.*?)```", README, re.S).group(1)
+    setup = re.search(r"```\npython -m pip install -e \. && colopred predict (.*?)\n```", README, re.S).group(1).split()
+    r = subprocess.run([sys.executable, "-m", "colopred", "predict", *setup], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == sample.splitlines()
