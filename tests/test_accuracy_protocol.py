@@ -234,3 +234,69 @@ def test_coverage_by_class_counts_the_rows_inside_their_interval_per_class():
     assert c.loc[("a", "saturating"), "coverage_pct"] == 0.0
     assert c.loc[("b", "saturating"), "coverage_pct"] == 100.0 and c.loc[("b", "host-bound"), "coverage_pct"] == 0.0
     assert set(c["mode"]) == {"mps"}
+
+
+def test_compose_scales_the_interference_and_its_objective_is_the_squared_log_error(timeslice, tmp_path):
+    """estimator.compose: s = 1 − c + (s_base − 1 + c)·e^f (c = 1: s_base·e^f); the XGBoost objective's gradient is the
+    derivative of ½(log ŝ − log s)² in f (checked by finite differences), its hessian positive; a model fitted with
+    c < 1 predicts by that formula, saves and loads with it, and c outside (0, 1] is refused."""
+    from colopred.runtime.estimator import _compose_objective, compose
+    from colopred.runtime.manifest import load_model, save_model
+
+    base, f = np.array([1.0, 1.5, 2.2, 3.0]), np.array([0.2, -0.1, 0.0, 0.3])
+    assert np.allclose(compose(base, f, 1.0), base * np.exp(f))
+    assert np.allclose(compose(base, f, 0.25), 0.75 + (base - 0.75) * np.exp(f))
+    assert compose(np.array([2.0]), np.array([0.0]), 0.1)[0] == pytest.approx(2.0)  # f = 0 is the baseline
+    log_s = np.log(np.array([1.1, 1.4, 2.5, 3.5]))
+    grad, hess = _compose_objective(base, 0.25)(log_s, f)
+
+    def loss(ff):
+        return 0.5 * (np.log(compose(base, ff, 0.25)) - log_s) ** 2
+
+    eps = 1e-6
+    assert np.allclose(grad, (loss(f + eps) - loss(f - eps)) / (2 * eps), rtol=1e-5, atol=1e-9)
+    assert (hess > 0).all()
+
+    pairs = timeslice[timeslice["n_jobs"] == 2].iloc[:300]
+    X, s = pairs[list(FEATURES)].to_numpy(), pairs["slowdown"].to_numpy()
+    m = SlowdownModel(mode="timeslice", offset=0.25, offset_classes="none").fit(X, s)
+    trees = m.point_.get_booster().inplace_predict(X[:, m._cols])
+    assert np.allclose(m.predict(X), compose(m.baseline(X), trees, 0.25))
+    assert mape_of(m.predict(X), s) < mape_of(m.baseline(X), s)  # the trees improve on the baseline they start from
+    save_model(tmp_path / "m.json", m, "timeslice")
+    loaded, man = load_model(tmp_path / "m.json")
+    assert man["tree_target_offset"] == 0.25 and loaded.offset_ == 0.25 and loaded.offset_classes_ == "none"
+    assert np.allclose(loaded.predict(X), m.predict(X), rtol=1e-9)
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match="offset must be in"):
+            SlowdownModel(mode="timeslice", offset=bad).fit(X, s)
+
+
+def mape_of(pred, s):
+    return float(np.mean(np.abs(pred - s) / s))
+
+
+def test_the_shipped_time_slicing_model_scales_only_saturating_jobs_interference():
+    """The shipped time-slicing model composes its trees by constants.TREE_TARGET_OFFSET with host-bound targets at
+    c = 1, MPS at c = 1 everywhere; the batched path (predict_many) and the per-set path agree for a set holding both
+    kinds of job, and both are compose() of the baseline and the trees with each row's c."""
+    from colopred.constants import HOST_BOUND_BUSY, TREE_TARGET_OFFSET
+    from colopred.runtime.estimator import compose
+    from colopred.runtime.features import feature_frame
+    from colopred.runtime.predictor import Predictor
+
+    ts, mps = Predictor.default("timeslice"), Predictor.default("mps")
+    assert ts.manifest["tree_target_offset"] == TREE_TARGET_OFFSET["timeslice"] < 1
+    assert ts.manifest["tree_target_offset_classes"] == "host_bound" and mps.manifest["tree_target_offset"] == 1.0
+    names = ["resnet18-b16-fp32", "resnet18-b64-fp32", "gpt2_small-b8-bf16", "vgg16-b32-fp32"]
+    jobs = [JobProfile.from_json(DATA / "profiles" / "ncu" / f"{n}.json") for n in names]
+    busy = np.array([min(j.busy_fraction, 1.0) for j in jobs])
+    assert (busy < HOST_BOUND_BUSY).any() and (busy >= HOST_BOUND_BUSY).any()
+    p = ts.predict(jobs)
+    many = ts.predict_many([jobs])
+    assert tuple(many["slowdown"]) == pytest.approx(p.slowdown, rel=1e-9)
+    X = feature_frame([jobs])[list(FEATURES)].to_numpy()
+    m = ts.model
+    c = np.where(X[:, FEATURES.index("t_busy")] < HOST_BOUND_BUSY, 1.0, m.offset_)
+    trees = m.point_.get_booster().inplace_predict(X[:, m._cols].astype(np.float32))
+    assert np.allclose(p.slowdown, compose(m.baseline(X), trees, c), rtol=1e-6)

@@ -377,6 +377,13 @@ def test_wait_load_is_launches_times_co_runners_mps_wait(profiles):
     assert fit_coefs(T, 1 + T @ [0.3, 0.7, 0.2]) == pytest.approx([0.3, 0.7, 0.2])
     coefs = fit_coefs(T, 1 + T @ [0.3, -0.7, 0.0])  # a negative term is dropped
     assert coefs[1] == 0 and (coefs >= 0).all()
+    # two rows whose terms are near zero ask for coefficients beyond what a manifest takes: bounded at the limit, and
+    # the remaining term refitted (the least-squares optimum inside the bounds)
+    from colopred.constants import MAX_BASELINE_COEF
+
+    tiny = np.array([[1e-3, 0.0, 0.0], [0.0, 1e-3, 0.0], [0.0, 0.0, 1.0]])
+    bounded = fit_coefs(tiny, np.array([1.5, 1.05, 1.3]))  # unbounded: 500, 50, 0.3
+    assert bounded == pytest.approx([MAX_BASELINE_COEF, 50.0, 0.3], rel=1e-6)
 
 
 

@@ -128,11 +128,12 @@ def new_model(mode: str | None, source: str = "ncu", timeline: bool = True, **kw
     return SlowdownModel(mode=mode, features=model_features_for(mode, source, timeline), **kw)
 
 
-def out_of_sample(df: pd.DataFrame, kind: str, params: dict | None = None, source: str = "ncu", timeline: bool = True) -> np.ndarray:
+def out_of_sample(df: pd.DataFrame, kind: str, params: dict | None = None, source: str = "ncu", timeline: bool = True,
+                  model_kw: dict | None = None) -> np.ndarray:
     """colopred's out-of-sample point predictions of one mode's rows on one kind of split (NaN for
     rows no split tests; a row tested by several leave-arch splits keeps the last one's, as in
-    :func:`evaluate_mode`). For experiments: no intervals, no baselines."""
-    fit_predict = point_predictor(df["mode"].iloc[0] if len(df) else None, params, source, timeline)
+    :func:`evaluate_mode`). For experiments: no intervals, no baselines; ``model_kw``: more SlowdownModel parameters."""
+    fit_predict = point_predictor(df["mode"].iloc[0] if len(df) else None, params, source, timeline, model_kw)
     pred = np.full(len(df), np.nan)
     for _, tr, te in splits(df, kind):
         if len(tr) == 0 or len(te) == 0:
@@ -159,12 +160,13 @@ def paired_splits(train: pd.DataFrame, test: pd.DataFrame, kind: str):
             yield name, tr, te
 
 
-def point_predictor(mode: str | None, params: dict | None = None, source: str = "ncu",
-                    timeline: bool = True) -> Callable[[pd.DataFrame, pd.DataFrame], np.ndarray]:
+def point_predictor(mode: str | None, params: dict | None = None, source: str = "ncu", timeline: bool = True,
+                    model_kw: dict | None = None) -> Callable[[pd.DataFrame, pd.DataFrame], np.ndarray]:
     """A ``fit_predict(training rows, test rows)`` for :func:`machine_guarded`: colopred's point model of ``mode``
-    (:func:`new_model`, no interval) fitted on the training rows' FEATURES and slowdowns, predicting the test rows."""
+    (:func:`new_model`, no interval; ``model_kw`` more SlowdownModel parameters) fitted on the training rows' FEATURES
+    and slowdowns, predicting the test rows."""
     def fit_predict(train: pd.DataFrame, test: pd.DataFrame) -> np.ndarray:
-        m = new_model(mode, source, timeline, params=params, interval=False, calibrate=False)
+        m = new_model(mode, source, timeline, params=params, interval=False, calibrate=False, **(model_kw or {}))
         return m.fit(train[list(FEATURES)].to_numpy(), train["slowdown"].to_numpy()).predict(test[list(FEATURES)].to_numpy())
 
     return fit_predict

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..constants import HOST_BOUND_BUSY, INTERVAL_CLASSES, SHARE_EPS_US, WAIT_BUSY_GATE_EXPONENT
+from ..constants import HOST_BOUND_BUSY, INTERVAL_CLASSES, SHARE_EPS_US, TREE_TARGET_OFFSET, WAIT_BUSY_GATE_EXPONENT
 from ..io import atomic_file, write_csv_atomic, write_text_atomic
 from .dataset import Dataset
 
@@ -110,11 +110,14 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         f"{ds.rows['job'].nunique()} jobs, {ds.rows['arch'].nunique()} architectures." + relabel_note(ds),
         "All figures are out-of-sample. Lower is better for MAPE and δ MAE; higher for agreement and rank correlation.",
         "",
-        "Model (`docs/model.md`): s = (1 + α·L + β_full·W·φ_j + β_small·W·(1 − φ_j))·exp(f(x)): a contention baseline "
+        "Model (`docs/model.md`): s = 1 − c + (s_base − 1 + c)·exp(f(x)), s_base = 1 + α·L + β_full·W·φ_j + β_small·W·(1 − φ_j): "
+        "a contention baseline "
         "(L the co-runners' contention load, under MPS weighted by who holds the SMs longer (ε = "
         f"{SHARE_EPS_US:g} µs) and by their SM fill; W the MPS wait per serial launch, gated by busy_j^{WAIT_BUSY_GATE_EXPONENT:.2g}; φ_j the target's "
-        "per-launch SM fill; α, β ≥ 0 by least squares) times XGBoost trees f on the target's profile and the mean/max/min "
-        "of its co-runners'. The row \"contention baseline (fitted)\" is that baseline alone. Intervals (stated level 90%): "
+        "per-launch SM fill; α, β ≥ 0 by least squares) and XGBoost trees f on the target's profile and the mean/max/min "
+        "of its co-runners', c = " + ", ".join(f"{v:g} ({m})" for m, v in TREE_TARGET_OFFSET.items()) +
+        " for saturating targets and 1 for host-bound ones (c = 1: the trees scale the whole slowdown; c → 0: the "
+        "interference alone). The row \"contention baseline (fitted)\" is that baseline alone. Intervals (stated level 90%): "
         "split-conformal, from out-of-fold log residuals of inner folds grouped by architecture (by set on the random split, "
         "whose test sets are of seen architectures)" + (
             f", one width for host-bound target jobs (busy < {HOST_BOUND_BUSY:g}) and one for the rest"

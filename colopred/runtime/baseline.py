@@ -15,7 +15,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..constants import WAIT_BUSY_GATE_EXPONENT
+from ..constants import MAX_BASELINE_COEF, WAIT_BUSY_GATE_EXPONENT
 from .features import FEATURES
 
 # The baseline's terms, each with its own non-negative coefficient.
@@ -79,10 +79,15 @@ def baseline_terms(X: Rows, kind: str = "symmetric") -> np.ndarray:
 
 
 def fit_coefs(terms: np.ndarray, slowdown: np.ndarray) -> np.ndarray:
-    """Least-squares coefficients c ≥ 0 of s − 1 = terms · c (``terms``: rows x BASELINE_TERMS)."""
-    from scipy.optimize import nnls  # scipy comes with scikit-learn
+    """Least-squares coefficients 0 ≤ c ≤ ``constants.MAX_BASELINE_COEF`` of s − 1 = terms · c (``terms``: rows x
+    BASELINE_TERMS). Non-negative least squares, bounded above only where its solution passes the bound (a few
+    rows whose terms are near zero can ask for any coefficient; a manifest refuses one above the bound)."""
+    from scipy.optimize import lsq_linear, nnls  # scipy comes with scikit-learn
 
-    coefs, _ = nnls(np.asarray(terms, float), np.asarray(slowdown, float) - 1.0)
+    A, b = np.asarray(terms, float), np.asarray(slowdown, float) - 1.0
+    coefs, _ = nnls(A, b)
+    if (coefs > MAX_BASELINE_COEF).any():
+        coefs = lsq_linear(A, b, bounds=(0.0, MAX_BASELINE_COEF)).x
     return coefs
 
 

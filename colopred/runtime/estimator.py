@@ -1,10 +1,11 @@
 """``SlowdownModel``: the per-job slowdown estimator, a scikit-learn regressor.
 
-  s = s_base(x) · exp(f(x))
+  s = 1 − c + (s_base(x) − 1 + c) · exp(f(x))            (c = 1: s = s_base(x) · exp(f(x)))
 
 s_base is the contention baseline (:mod:`colopred.runtime.baseline`) with coefficients fitted by
-non-negative least squares; f is XGBoost fitted on r = log(s) − log(s_base) over the trees' features
-(:func:`colopred.runtime.features.model_features`), monotone in the co-runners' demand. A second XGBoost
+non-negative least squares; f is XGBoost over the trees' features (:func:`colopred.runtime.features.model_features`),
+monotone in the co-runners' demand, fitted on r = log(s) − log(s_base) (c = 1) or by the squared log error of s
+(c < 1: the trees scale the interference s_base − 1; :func:`compose`, ``constants.TREE_TARGET_OFFSET``). A second XGBoost
 model gives the 5th/95th percentiles of f (``reg:quantileerror``), widened by split-conformal calibration
 to at least ``constants.INTERVAL_COVERAGE`` on groups the model has not seen. ``docs/model.md`` gives the
 reasoning. Input rows are FEATURES rows (:func:`colopred.runtime.features.feature_matrix`), as an array or a
@@ -31,6 +32,8 @@ from ..constants import (
     INTERVAL_SIZE_EXPONENT,
     MIN_CLASS_CALIBRATION_ROWS,
     TREE_PARAMS,
+    TREE_TARGET_OFFSET,
+    TREE_TARGET_OFFSET_CLASSES,
 )
 from .baseline import (
     LOAD_KINDS,
@@ -111,6 +114,30 @@ def conformal_quantile(scores: np.ndarray, coverage: float = INTERVAL_COVERAGE) 
     return float(np.quantile(scores, min(1.0, np.ceil((n + 1) * coverage) / n)))
 
 
+def compose(base: np.ndarray, f: np.ndarray, offset: float | np.ndarray) -> np.ndarray:
+    """The slowdown from the baseline s_base and the trees' output f: s = 1 − c + (s_base − 1 + c)·e^f, c = ``offset``
+    (one value, or one per row). c = 1 is s_base·e^f, the trees scaling the whole slowdown; c → 0 scales only the
+    interference s_base − 1, so that a correction learnt on pairs adds up over the co-runners of a larger set as the
+    measured interference of saturating jobs does (``docs/model.md``, "The trees")."""
+    if np.isscalar(offset) and offset == 1.0:
+        return base * np.exp(f)
+    return (1.0 - offset) + (base - 1.0 + offset) * np.exp(f)
+
+
+def _compose_objective(base: np.ndarray, offset: float | np.ndarray):
+    """XGBoost objective of f for :func:`compose`: squared error of log s against log ŝ (labels are log s), with its
+    gradient and Gauss–Newton hessian; u = ∂ log ŝ / ∂ f = (s_base − 1 + c)·e^f / ŝ."""
+    a = base - 1.0 + offset
+
+    def objective(log_s: np.ndarray, f: np.ndarray):
+        scaled = a * np.exp(f)
+        s_hat = (1.0 - offset) + scaled
+        u = scaled / s_hat
+        return (np.log(s_hat) - log_s) * u, np.maximum(u * u, 1e-6)
+
+    return objective
+
+
 def _rows(X) -> np.ndarray:
     """FEATURES rows as a float array (a DataFrame is taken by column name)."""
     if isinstance(X, pd.DataFrame):
@@ -152,6 +179,12 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         most one per group.
     interval_classes : str, optional
         Which rows share a conformal width (:data:`INTERVAL_CLASS_KINDS`; default ``constants.INTERVAL_CLASSES``).
+    offset : float, optional
+        c in (0, 1] of :func:`compose`, how the trees' output enters the slowdown (default
+        ``constants.TREE_TARGET_OFFSET`` of ``mode``; 1 without a mode).
+    offset_classes : str, optional
+        ``none``: every row takes ``offset``; ``host_bound``: host-bound target jobs take c = 1 and the rest ``offset``
+        (default ``constants.TREE_TARGET_OFFSET_CLASSES``).
 
     Fitted attributes: ``baseline_coefs_``, ``point_``, ``interval_`` (None without ``interval``),
     ``conformal_log_width_`` (over all calibration rows), ``conformal_class_log_widths_`` (one per class of
@@ -162,7 +195,8 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
     def __init__(self, mode: str | None = None, params: dict | None = None, monotone: bool = True,
                  features: Sequence[str] | None = None, load: str | None = None, interval: bool = True,
                  calibrate: bool = True, interval_scale: str | None = None, quantile_floor: bool | None = None,
-                 conformal_folds: int | None = None, interval_classes: str | None = None):
+                 conformal_folds: int | None = None, interval_classes: str | None = None, offset: float | None = None,
+                 offset_classes: str | None = None):
         self.mode = mode
         self.params = params
         self.monotone = monotone
@@ -174,6 +208,8 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self.quantile_floor = quantile_floor
         self.conformal_folds = conformal_folds
         self.interval_classes = interval_classes
+        self.offset = offset
+        self.offset_classes = offset_classes
 
     # ----------------------------------------------------------------- settings
     def _resolve(self) -> None:
@@ -196,6 +232,19 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self.interval_classes_ = self.interval_classes if self.interval_classes is not None else INTERVAL_CLASSES
         if self.interval_classes_ not in INTERVAL_CLASS_KINDS:
             raise ValueError(f"unknown interval classes {self.interval_classes_!r} (one of {', '.join(INTERVAL_CLASS_KINDS)})")
+        self.offset_ = float(self.offset if self.offset is not None else TREE_TARGET_OFFSET.get(self.mode, 1.0))
+        if not 0.0 < self.offset_ <= 1.0:
+            raise ValueError(f"offset must be in (0, 1], not {self.offset_}")
+        self.offset_classes_ = self.offset_classes if self.offset_classes is not None else TREE_TARGET_OFFSET_CLASSES
+        if self.offset_classes_ not in INTERVAL_CLASS_KINDS:
+            raise ValueError(f"unknown offset classes {self.offset_classes_!r} (one of {', '.join(INTERVAL_CLASS_KINDS)})")
+
+    def _offsets(self, t_busy: np.ndarray) -> float | np.ndarray:
+        """c of :func:`compose` for rows whose target has busy fraction ``t_busy``: ``offset_``, or per row under
+        ``offset_classes`` ``host_bound`` (1 for a host-bound target)."""
+        if self.offset_classes_ == "none" or self.offset_ == 1.0:
+            return self.offset_
+        return np.where(np.asarray(t_busy) < HOST_BOUND_BUSY, 1.0, self.offset_)
 
     @property
     def tree_params_(self) -> dict[str, Any]:
@@ -205,17 +254,24 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
     def _constraints(self) -> str:
         return "(" + ",".join("1" if (self.monotone and f in MONOTONE_INCREASING) else "0" for f in self.features_) + ")"
 
-    def _fit_point(self, Xm: np.ndarray, r: np.ndarray):
+    def _fit_point(self, Xm: np.ndarray, s: np.ndarray, base: np.ndarray, c: float | np.ndarray):
+        """The trees f: on r = log(s) − log(s_base) by squared error (c = 1), else by the squared log error of
+        :func:`compose` with c (starting from f = 0, the baseline)."""
         import xgboost as xgb
 
-        m = xgb.XGBRegressor(objective="reg:squarederror", monotone_constraints=self._constraints(), **self.tree_params_)
-        return m.fit(Xm, r)
+        if np.isscalar(c) and c == 1.0:
+            m = xgb.XGBRegressor(objective="reg:squarederror", monotone_constraints=self._constraints(), **self.tree_params_)
+            return m.fit(Xm, np.log(s) - np.log(base))
+        m = xgb.XGBRegressor(objective=_compose_objective(base, c), base_score=0.0,
+                             monotone_constraints=self._constraints(), **self.tree_params_)
+        return m.fit(Xm, np.log(s))
 
-    def _fit_parts(self, Xm: np.ndarray, terms: np.ndarray, s: np.ndarray):
-        """The baseline's coefficients and the point model on r = log(s) − log(s_base); returns (coefs, r, model)."""
+    def _fit_parts(self, Xm: np.ndarray, terms: np.ndarray, s: np.ndarray, c: float | np.ndarray):
+        """The baseline's coefficients and the point model (c of :func:`compose`); returns (coefs, r = log(s) −
+        log(s_base), model)."""
         coefs = fit_coefs(terms, s)
-        r = np.log(s) - np.log(baseline_slowdown(coefs, terms))
-        return coefs, r, self._fit_point(Xm, r)
+        base = baseline_slowdown(coefs, terms)
+        return coefs, np.log(s) - np.log(base), self._fit_point(Xm, s, base, c)
 
     # ---------------------------------------------------------------------- fit
     def fit(self, X, y, groups: Sequence | None = None) -> "SlowdownModel":
@@ -236,7 +292,8 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         terms = baseline_terms(X, self.load_)
         Xm = X[:, self._cols]
         self.max_set_size_ = int(X[:, _N_JOBS].max())
-        self.baseline_coefs_, r, self.point_ = self._fit_parts(Xm, terms, s)
+        c = self._offsets(X[:, _T_BUSY])
+        self.baseline_coefs_, r, self.point_ = self._fit_parts(Xm, terms, s, c)
         self.conformal_log_width_ = 0.0
         self.conformal_class_log_widths_: tuple[float, ...] = ()
         self.interval_ = None
@@ -256,8 +313,9 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
                 resid = np.empty(len(r))
                 for k in range(n_folds):
                     te = folds == k
-                    c, _, m = self._fit_parts(Xm[~te], terms[~te], s[~te])
-                    resid[te] = np.log(s[te]) - np.log(baseline_slowdown(c, terms[te])) - m.get_booster().inplace_predict(Xm[te])
+                    c_tr, c_te = (c, c) if np.isscalar(c) else (c[~te], c[te])
+                    coefs, _, m = self._fit_parts(Xm[~te], terms[~te], s[~te], c_tr)
+                    resid[te] = np.log(s[te]) - np.log(compose(baseline_slowdown(coefs, terms[te]), m.get_booster().inplace_predict(Xm[te]), c_te))
                 scores = np.abs(resid) / self._scale(X)
                 self.conformal_log_width_ = conformal_quantile(scores)
                 if self.interval_classes_ != "none":
@@ -302,8 +360,8 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
             w = np.asarray(widths, float)[interval_class(X, self.interval_classes_)]
         return w * self._scale(X)
 
-    def _point(self, Xm: np.ndarray, base: np.ndarray) -> np.ndarray:
-        return base * np.exp(_booster(self.point_, len(Xm)).inplace_predict(Xm))
+    def _point(self, Xm: np.ndarray, base: np.ndarray, t_busy: np.ndarray) -> np.ndarray:
+        return compose(base, _booster(self.point_, len(Xm)).inplace_predict(Xm), self._offsets(t_busy))
 
     def predict(self, X) -> np.ndarray:
         """Slowdown (> 0) of each row; exactly 1 for a row of a job alone (``n_jobs`` 1: nothing shares its GPU)."""
@@ -315,11 +373,11 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         (``features_``, float32) and the baseline's (``BASELINE_COLUMNS``, float64), all rows of sets of ``n_jobs``."""
         if n_jobs <= 1:
             return np.ones(len(X32))
-        return self._point(X32, baseline_slowdown(self.baseline_coefs_, baseline_terms(columns, self.load_)))
+        return self._point(X32, baseline_slowdown(self.baseline_coefs_, baseline_terms(columns, self.load_)), columns["t_busy"])
 
     def _predict_rows(self, X: np.ndarray, tree_out: np.ndarray | None = None) -> np.ndarray:
         """:meth:`predict` of checked float64 FEATURES rows; ``tree_out`` a float32 buffer for the trees' rows."""
-        p = self._point(self._tree_rows(X, tree_out), baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_)))
+        p = self._point(self._tree_rows(X, tree_out), baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_)), X[:, _T_BUSY])
         return np.where(_alone(X), 1.0, p)
 
     def predict_interval(self, X) -> np.ndarray:
@@ -334,7 +392,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         X = _rows(X)
         Xm = self._tree_rows(X)
         base = baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_))
-        p = self._point(Xm, base)
+        p = self._point(Xm, base, X[:, _T_BUSY])
         w = np.exp(self._log_width(X))
         iv = np.column_stack([p / w, p * w])
         if self.quantile_floor_:

@@ -67,6 +67,15 @@ def strict_json(obj: Any) -> Any:
     return obj
 
 
+def _target(offset: float, classes: str) -> str:
+    """What the point trees' output f is, in words, for the manifest (:func:`estimator.compose`)."""
+    base = "1 + " + " + ".join(f"baseline_coefs[{k}] * {k}" for k in BASELINE_TERMS)
+    if offset == 1.0:
+        return f"log(slowdown) - log({base})"
+    which = " (host-bound targets: c = 1)" if classes == "host_bound" else ""
+    return f"f of slowdown = 1 - c + ({base} - 1 + c) * exp(f), c = {offset:g}{which}, fitted by squared log error"
+
+
 def save_model(path: str | os.PathLike, model: SlowdownModel, mode: str, /, **extra: Any) -> Path:
     """Write a fitted ``model`` as ``STEM.json`` + ``STEM.point.ubj`` + ``STEM.interval.ubj`` (``path`` is the
     manifest, ``.json`` added if missing), replacing an existing model's three files together or not at all:
@@ -103,7 +112,8 @@ def save_model(path: str | os.PathLike, model: SlowdownModel, mode: str, /, **ex
                "monotone": model.monotone,
                "baseline_coefs": {k: float(v) for k, v in zip(BASELINE_TERMS, model.baseline_coefs_)},
                "contention_load": model.load_,
-               "target": "log(slowdown) - log(1 + " + " + ".join(f"baseline_coefs[{k}] * {k}" for k in BASELINE_TERMS) + ")",
+               "target": _target(model.offset_, model.offset_classes_),
+               "tree_target_offset": model.offset_, "tree_target_offset_classes": model.offset_classes_,
                "interval_quantiles": list(INTERVAL_QUANTILES), "interval_coverage": INTERVAL_COVERAGE,
                "conformal_log_width": model.conformal_log_width_, "interval_scale": model.interval_scale_,
                "interval_classes": model.interval_classes_,
@@ -219,7 +229,8 @@ def load_model(path: str | os.PathLike) -> tuple[SlowdownModel, dict[str, Any]]:
                           features=man["model_features"], load=man["contention_load"],
                           # manifests written before these fields: one width for every row, quantile band kept
                           interval_scale=man.get("interval_scale", "none"), quantile_floor=man.get("interval_quantile_floor", True),
-                          interval_classes=man.get("interval_classes", "none"))
+                          interval_classes=man.get("interval_classes", "none"), offset=man.get("tree_target_offset", 1.0),
+                          offset_classes=man.get("tree_target_offset_classes", "none"))
     model._resolve()
     model.conformal_log_width_ = float(man.get("conformal_log_width", 0.0))
     class_widths = man.get("conformal_class_log_widths") or {}
