@@ -122,6 +122,30 @@ def test_the_locked_split_is_the_rules_draw_and_every_locked_architecture_was_me
     assert not timeslice.loc[~lk, "arch"].isin(locked).any()
 
 
+def test_the_locked_leave_arch_figure_predicts_every_locked_row_from_rows_without_its_jobs_architecture(timeslice):
+    """protocol._locked_folds on leave-arch: every row of the locked sets is tested once (so δ and pays-off see whole
+    sets), a locked job's from all development rows, a development job's from the development sets without its
+    architecture; the set-size splits test all locked rows from all development rows."""
+    from colopred.research.protocol import _locked_folds
+
+    df = timeslice.reset_index(drop=True)
+    locked = locked_architectures(DATA)
+    lk = is_locked(df, locked)
+    tr, te = np.flatnonzero(~lk), np.flatnonzero(lk)
+    folds = list(_locked_folds(df, "leave-arch", locked, tr, te))
+    seen = np.concatenate([rows for rows, _ in folds])
+    assert sorted(seen) == list(range(len(te)))  # each locked row once
+    for rows, fit_rows in folds:
+        assert set(fit_rows) <= set(tr)
+        for a in set(df["arch"].to_numpy()[te[rows]]):
+            assert not df["set_archs"].iloc[fit_rows].map(lambda s: a in s).any()
+        if set(df["arch"].to_numpy()[te[rows]]) <= set(locked):
+            assert len(fit_rows) == len(tr)
+    assert len(folds) > 1 and any(len(f) < len(tr) for _, f in folds)  # development jobs beside locked ones were tested
+    ((rows, fit_rows),) = _locked_folds(df, "pairs->triples", locked, tr, te)
+    assert len(rows) == len(te) and np.array_equal(fit_rows, tr)
+
+
 def test_noise_floor_is_the_error_of_the_mean_of_the_other_repeats(timeslice):
     """noise_floor: |mean of the other measurements of the same (set, job) − this one| / this one; NaN if measured once."""
     floor = noise_floor(timeslice)
@@ -160,8 +184,8 @@ def test_shipped_gpm_profiles_are_what_the_profiler_makes_of_their_counters():
 
 
 def test_paired_splits_hold_out_the_same_thing_in_both_tables(timeslice):
-    """paired_splits(train, test): a leave-arch fold trains on no set of the held-out architecture and tests every row of
-    the other table holding it; the set-size splits train on the smaller sets of one table, test the larger of the other;
+    """paired_splits(train, test): a leave-arch fold trains on no set of the held-out architecture and tests the rows of
+    the other table whose job is of it (each row once); the set-size splits train on the smaller sets of one table, test the larger of the other;
     one fold per architecture of the test table."""
     from colopred.research.evaluation import paired_splits
 
@@ -172,7 +196,8 @@ def test_paired_splits_hold_out_the_same_thing_in_both_tables(timeslice):
     assert [n for n, _, _ in folds] == sorted(test["arch"].unique())
     for arch, tr, te in folds:
         holds_tr, holds_te = (t["set_archs"].map(lambda a: arch in a).to_numpy() for t in (train, test))
-        assert np.array_equal(tr, ~holds_tr) and np.array_equal(te, holds_te)
+        assert np.array_equal(tr, ~holds_tr) and np.array_equal(te, holds_te & (test["arch"] == arch).to_numpy())
+    assert sum(te.sum() for _, _, te in folds) == len(test)  # every row tested once, in its own architecture's fold
     ((_, tr, te),) = paired_splits(train, test, "pairs+triples->quads")
     assert set(train["n_jobs"][tr]) == {2, 3} and set(test["n_jobs"][te]) == {4}
     assert (~tr).sum() == (train["n_jobs"] == 4).sum() and te.sum() == (test["n_jobs"] == 4).sum()

@@ -2,7 +2,8 @@
 
 Splits (all grouped so that a set's repeated measurements never straddle train/test):
   random       5-fold cross-validation over sets
-  leave-arch   each architecture held out in turn: test = sets containing it, train = sets without it
+  leave-arch   each architecture held out in turn: train = sets without it, test = its jobs' rows in the sets
+               containing it (the job predicted is never seen, its co-runners may be; each row is tested once)
   pairs->triples  train on 2-job sets, test on 3-job sets
   pairs+triples->quads  train on sets of 2 and 3 jobs, test on 4-job sets
 
@@ -131,8 +132,7 @@ def new_model(mode: str | None, source: str = "ncu", timeline: bool = True, **kw
 def out_of_sample(df: pd.DataFrame, kind: str, params: dict | None = None, source: str = "ncu", timeline: bool = True,
                   model_kw: dict | None = None) -> np.ndarray:
     """colopred's out-of-sample point predictions of one mode's rows on one kind of split (NaN for
-    rows no split tests; a row tested by several leave-arch splits keeps the last one's, as in
-    :func:`evaluate_mode`). For experiments: no intervals, no baselines; ``model_kw``: more SlowdownModel parameters."""
+    rows no split tests). For experiments: no intervals, no baselines; ``model_kw``: more SlowdownModel parameters."""
     fit_predict = point_predictor(df["mode"].iloc[0] if len(df) else None, params, source, timeline, model_kw)
     pred = np.full(len(df), np.nan)
     for _, tr, te in splits(df, kind):
@@ -146,8 +146,8 @@ def paired_splits(train: pd.DataFrame, test: pd.DataFrame, kind: str):
     """Yield (name, train mask, test mask) of one kind of split, other than ``random``, over two tables at once: a
     training table and a table of rows to test (the same table for :func:`splits`; or, e.g., the same sets with other
     labels). Folds with nothing to train on or test are not yielded."""
-    if kind == "leave-arch":
-        folds = ((arch, ~train["set_archs"].map(lambda a: arch in a).to_numpy(), test["set_archs"].map(lambda a: arch in a).to_numpy())
+    if kind == "leave-arch":  # test rows: the held-out architecture's jobs, so that each row is tested once, unseen
+        folds = ((arch, ~train["set_archs"].map(lambda a: arch in a).to_numpy(), (test["arch"] == arch).to_numpy())
                  for arch in sorted(test["arch"].unique()))
     elif kind == "pairs->triples":
         folds = iter([(kind, (train["n_jobs"] == 2).to_numpy(), (test["n_jobs"] == 3).to_numpy())])
@@ -177,7 +177,7 @@ def machine_guarded(train: pd.DataFrame, test: pd.DataFrame, kind: str,
     """Out-of-sample predictions of ``test`` on ``kind`` of split (:func:`paired_splits`) by ``fit_predict(training
     rows, test rows)``, where the rows of each test machine are predicted by a model fitted without any row of that
     machine (``reader.machine_key``: GPU UUID, else campaign and segment): the figure of a GPU the model never saw, as
-    on a user's own machine. NaN for rows no split tests; on leave-arch a row in several folds keeps the last."""
+    on a user's own machine. NaN for rows no split tests."""
     pred = np.full(len(test), np.nan)
     train_gpu, test_gpu = machine_key(train).to_numpy(), machine_key(test).to_numpy()
     for _, tr, te in paired_splits(train, test, kind):

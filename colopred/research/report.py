@@ -108,7 +108,9 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         "",
         f"Dataset hash `{ds.data_hash}`, GPU {ds.gpu}, {ds.rows['window_id'].nunique()} measured sets, "
         f"{ds.rows['job'].nunique()} jobs, {ds.rows['arch'].nunique()} architectures." + relabel_note(ds),
-        "All figures are out-of-sample. Lower is better for MAPE and δ MAE; higher for agreement and rank correlation.",
+        "All figures are out-of-sample. Lower is better for MAPE and δ MAE; higher for agreement and rank correlation. "
+        "Leave-arch: for each architecture, trained without every set holding it, tested on its jobs in those sets "
+        "(each job row once, its job never seen).",
         "",
         "Model (`docs/model.md`): s = 1 − c + (s_base − 1 + c)·exp(f(x)), s_base = 1 + α·L + β_full·W·φ_j + β_small·W·(1 − φ_j): "
         "a contention baseline "
@@ -189,7 +191,9 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
                   "the development rows (sets without a locked architecture) only (`colopred/constants.py` says which). "
                   "Development: cross-validation on the development rows. Locked: one model fitted on development rows "
                   "(pairs for pairs->triples; pairs and triples for ->quads) predicts the sets holding a locked "
-                  "architecture (triples, four-job sets) once, with the two fitted baselines beside it. The constants chosen "
+                  "architecture (triples, four-job sets) once, with the two fitted baselines beside it; on leave-arch each "
+                  "job by a model that never saw its architecture (a locked job's from all development rows, a development "
+                  "job's beside a locked one from the development sets without its architecture). The constants chosen "
                   "before the lock (the MPS wait's γ and half-wave threshold, ε, the wait gate, the tree settings) were "
                   "chosen again on the development rows alone (`scripts/dev_constants.py`): every value kept but the wait gate, since 1/3; the "
                   "design (which terms and tree features the model has; for GPM profiles the SM fill from GPM counters) "

@@ -161,8 +161,8 @@ def learning_curve(new: Dataset, old: Dataset | None = None, modes: Sequence[str
 
 def leave_arch_out(new: Dataset, old: Dataset | None = None, models: Mapping[str, Predictor | SlowdownModel] | None = None,
                    modes: Sequence[str] = MODES) -> pd.DataFrame:
-    """Jobs never measured on the new GPU: each architecture held out in turn (test = the new GPU's sets containing
-    it; as ``evaluation.splits("leave-arch")``), models fitted on the new GPU's other sets alone, or on them plus
+    """Jobs never measured on the new GPU: each architecture held out in turn (test = its jobs' rows in the new GPU's
+    sets containing it; as ``evaluation.splits("leave-arch")``), models fitted on the new GPU's other sets alone, or on them plus
     the H100 rows whose set does not contain it, and ``models`` (zero-shot) as they are. Metrics over all held-out
     rows together, per (mode, variant)."""
     out = []

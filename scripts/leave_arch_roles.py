@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Leave-architecture-out by the role of the unseen job: the predicted job itself, or one of its co-runners.
+
+``evaluation.splits("leave-arch")`` trains without every set holding an architecture and tests that architecture's
+jobs: the job predicted is unseen, its co-runners may be seen. A scheduler also predicts a seen job (a zoo job, a
+job it has run) beside an unseen one. This study fits the same folds (colopred with its calibrated interval, every
+architecture held out in turn) and scores, per fold, both kinds of test row of the held-out sets: ``target unseen``
+(the split's own rows) and ``co-runner unseen`` (a job of another architecture beside the held-out one; a row appears
+once per held-out co-runner architecture).
+
+  PYTHONPATH=. python scripts/leave_arch_roles.py [--data datasets/h100] [--profiles ncu|nvml] [--out reports/h100/leave_arch_roles]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from colopred.research.dataset import load_dataset  # noqa: E402
+from colopred.research.evaluation import calibration_groups, new_model  # noqa: E402
+from colopred.research.report import md_table  # noqa: E402
+from colopred.runtime.features import FEATURES  # noqa: E402
+
+MODES = ("timeslice", "mps")
+
+
+def role_rows(df: pd.DataFrame, mode: str, source: str = "ncu", timeline: bool = True) -> pd.DataFrame:
+    """One row per (fold, tested job row) of ``df`` (one mode): role, absolute percentage error, interval covered."""
+    X, s = df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy()
+    holds = df["set_archs"]
+    out = []
+    for arch in sorted(df["arch"].unique()):
+        held = holds.map(lambda a: arch in a).to_numpy()
+        tr, te = np.flatnonzero(~held), np.flatnonzero(held)
+        if len(tr) == 0 or len(te) == 0:
+            continue
+        m = new_model(mode, source, timeline).fit(X[tr], s[tr], groups=calibration_groups(df, "leave-arch")[tr])
+        p, iv = m.predict(X[te]), m.predict_interval(X[te])
+        out.append(pd.DataFrame({"held_out": arch,
+                                 "role": np.where(df["arch"].to_numpy()[te] == arch, "target unseen", "co-runner unseen"),
+                                 "ape_pct": 100 * np.abs(p - s[te]) / s[te],
+                                 "covered": (s[te] >= iv[:, 0]) & (s[te] <= iv[:, 1])}))
+    return pd.concat(out, ignore_index=True)
+
+
+def summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """MAPE and interval coverage per (mode, role)."""
+    g = rows.groupby(["mode", "role"], sort=False)
+    return g.agg(rows=("ape_pct", "size"), slowdown_mape_pct=("ape_pct", "mean"),
+                 interval_coverage_pct=("covered", lambda c: 100 * c.mean())).round(2).reset_index()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default="datasets/h100")
+    ap.add_argument("--profiles", choices=("ncu", "nvml"), default="ncu")
+    ap.add_argument("--out", default="reports/h100/leave_arch_roles")
+    a = ap.parse_args(argv)
+    ds = load_dataset(a.data, profile_source=a.profiles)
+    rows = pd.concat([role_rows(ds.for_mode(mode).reset_index(drop=True), mode, ds.profile_source, ds.timeline)
+                      .assign(mode=mode) for mode in MODES], ignore_index=True)
+    table = summary(rows)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "table.csv", index=False)
+    cmd = f"PYTHONPATH=. python scripts/leave_arch_roles.py --data {a.data} --profiles {a.profiles} --out {a.out}"
+    text = (f"# Leave-architecture-out by the role of the unseen job\n\n`{cmd}` (data hash `{ds.data_hash}`, "
+            f"{a.profiles} profiles). The script's docstring has the design. `target unseen` is the report's "
+            "leave-arch split; `co-runner unseen` scores the other jobs of the same held-out sets.\n\n"
+            + md_table(table) + "\n")
+    tmp = out / "README.md.tmp"
+    tmp.write_text(text)
+    tmp.replace(out / "README.md")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
