@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from colopred.constants import HOST_BOUND_BUSY, TREE_TARGET_OFFSET, TREE_TARGET_OFFSET_CLASSES  # noqa: E402
+from colopred.io import write_csv_atomic, write_text_atomic  # noqa: E402
 from colopred.research.dataset import load_dataset  # noqa: E402
 from colopred.research.evaluation import mape_pct, out_of_sample, paired_splits, point_predictor  # noqa: E402
 from colopred.research.protocol import is_locked, locked_architectures  # noqa: E402
@@ -141,7 +142,7 @@ def main() -> int:
     if a.out:
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
-        t.to_csv(out / "dev.csv", index=False)
+        write_csv_atomic(t, out / "dev.csv", index=False)
         text = (f"# Trees on the whole slowdown or on the interference, chosen on the development architectures\n\n"
                 f"`PYTHONPATH=. python scripts/dev_offset.py --seeds {a.seeds}{' --locked' if a.locked else ''} --out {a.out}` "
                 f"(data hash `{ds.data_hash}`). The script's docstring has the design and the rule. s = 1 − c + (s_base − 1 + c)·e^f; "
@@ -151,7 +152,7 @@ def main() -> int:
                 + f"\n\nChosen by the rule: {', '.join(f'{m} {v}' for m, v in chosen.items())}.\n")
         if lk is not None:
             text += "\nLocked rows, one fit on the development rows (tree seed 0), MAPE %:\n\n" + md_table(lk, digits=2) + "\n"
-        (out / "README.md").write_text(text)
+        write_text_atomic(out / "README.md", text)
         print(f"wrote {out}")
     return 0
 

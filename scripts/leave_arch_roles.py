@@ -23,6 +23,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from colopred.io import write_csv_atomic, write_text_atomic  # noqa: E402
 from colopred.research.dataset import load_dataset  # noqa: E402
 from colopred.research.evaluation import calibration_groups, new_model  # noqa: E402
 from colopred.research.report import md_table  # noqa: E402
@@ -69,15 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     table = summary(rows)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out / "table.csv", index=False)
+    write_csv_atomic(table, out / "table.csv", index=False)
     cmd = f"PYTHONPATH=. python scripts/leave_arch_roles.py --data {a.data} --profiles {a.profiles} --out {a.out}"
     text = (f"# Leave-architecture-out by the role of the unseen job\n\n`{cmd}` (data hash `{ds.data_hash}`, "
             f"{a.profiles} profiles). The script's docstring has the design. `target unseen` is the report's "
             "leave-arch split; `co-runner unseen` scores the other jobs of the same held-out sets.\n\n"
             + md_table(table) + "\n")
-    tmp = out / "README.md.tmp"
-    tmp.write_text(text)
-    tmp.replace(out / "README.md")
+    write_text_atomic(out / "README.md", text)
     print(text)
     return 0
 

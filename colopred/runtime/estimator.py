@@ -98,13 +98,19 @@ INTERVAL_CLASS_NAMES = ("saturating", "host_bound")
 """The classes of ``host_bound`` (index = :func:`interval_class`'s code), as a manifest names their widths."""
 
 
+def is_host_bound(t_busy) -> np.ndarray:
+    """Whether each target job is host-bound: busy fraction below ``constants.HOST_BOUND_BUSY`` (NaN: not), the class
+    both the interval's widths (``interval_classes``) and the trees' offset (``offset_classes``) separate."""
+    return np.asarray(t_busy) < HOST_BOUND_BUSY
+
+
 def interval_class(X: np.ndarray, kind: str) -> np.ndarray:
     """Class code of each FEATURES row (an index into :data:`INTERVAL_CLASS_NAMES`): 1 for a host-bound target job
     under ``host_bound`` (a missing busy fraction counts as saturating), else 0."""
     if kind == "none":
         return np.zeros(len(X), dtype=np.intp)
     if kind == "host_bound":
-        return (X[:, _T_BUSY] < HOST_BOUND_BUSY).astype(np.intp)
+        return is_host_bound(X[:, _T_BUSY]).astype(np.intp)
     raise ValueError(f"unknown interval classes {kind!r} (one of {', '.join(INTERVAL_CLASS_KINDS)})")
 
 
@@ -244,7 +250,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         ``offset_classes`` ``host_bound`` (1 for a host-bound target)."""
         if self.offset_classes_ == "none" or self.offset_ == 1.0:
             return self.offset_
-        return np.where(np.asarray(t_busy) < HOST_BOUND_BUSY, 1.0, self.offset_)
+        return np.where(is_host_bound(t_busy), 1.0, self.offset_)
 
     @property
     def tree_params_(self) -> dict[str, Any]:
