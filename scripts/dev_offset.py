@@ -18,7 +18,7 @@ split's seed spread at c = 1 (max − min over the seeds) and raises none of the
 among those, the least mean of the three splits wins. The first run had classes ``none`` alone: it lowered the
 saturating jobs' errors and raised the host-bound jobs' (whose interference is super-additive), and no c passed; the
 ``host_bound`` variants were added after it, under the same rule. With ``--locked`` the chosen value (and c = 1) is then tested once on the
-locked rows (fitted on development rows, as the report's "Honest protocol").
+locked rows (fitted on development rows and split as the report's "Honest protocol").
 
   PYTHONPATH=. python scripts/dev_offset.py [--data datasets/h100] [--seeds 3] [--locked] [--out FOLDER]
 """
@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))
 from colopred.constants import HOST_BOUND_BUSY, TREE_TARGET_OFFSET, TREE_TARGET_OFFSET_CLASSES  # noqa: E402
 from colopred.io import write_csv_atomic, write_text_atomic  # noqa: E402
 from colopred.research.dataset import load_dataset  # noqa: E402
-from colopred.research.evaluation import mape_pct, out_of_sample, paired_splits, point_predictor  # noqa: E402
-from colopred.research.protocol import is_locked, locked_architectures  # noqa: E402
+from colopred.research.evaluation import mape_pct, out_of_sample, point_predictor  # noqa: E402
+from colopred.research.protocol import LOCKED_KINDS, is_locked, locked_architectures, locked_folds  # noqa: E402
 from colopred.research.report import md_table  # noqa: E402
 
 GRID = ((1.0, "none"),) + tuple((c, k) for k in ("none", "host_bound") for c in (0.5, 0.25, 0.1, 0.02))
@@ -93,28 +93,28 @@ def choose(t: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, float]]:
 
 
 def locked_table(ds, variants: dict[str, list[str]]) -> pd.DataFrame:
-    """MAPE % on the locked rows of models fitted on the development rows (one fit per split, tree seed 0)."""
+    """MAPE % on the locked rows of models fitted on the development rows (tree seed 0), split as the report's locked
+    figures (``protocol.LOCKED_KINDS``, ``protocol.locked_folds``: on leave-arch no test row's job was seen)."""
     locked = locked_architectures(ds.root)
     rows = []
     for mode, vs in variants.items():
-        df = ds.for_mode(mode)
-        lk = is_locked(df, locked)
-        dev, test = df[~lk].reset_index(drop=True), df[lk].reset_index(drop=True)
-        hb = test["t_busy"].to_numpy() < HOST_BOUND_BUSY
+        df = ds.for_mode(mode).reset_index(drop=True)
+        lk, n_jobs = is_locked(df, locked), df["n_jobs"].to_numpy()
+        s, hb_all = df["slowdown"].to_numpy(), df["t_busy"].to_numpy() < HOST_BOUND_BUSY
         for v in vs:
             kw = {"offset": float(v.split("/")[0]), "offset_classes": "host_bound" if v.endswith("/sat") else "none"}
             fit_predict = point_predictor(mode, source=ds.profile_source, timeline=ds.timeline, model_kw=kw)
-            for kind in KINDS:
-                if kind == "leave-arch":
-                    folds = [("all", np.ones(len(dev), bool), np.ones(len(test), bool))]
-                else:
-                    folds = list(paired_splits(dev, test, kind))
-                for _, tr, te in folds:
-                    p = fit_predict(dev[tr], test[te])
-                    s = test["slowdown"].to_numpy()[te]
-                    for label, sel in (("all", np.ones(te.sum(), bool)), ("saturating", ~hb[te]), ("host-bound", hb[te])):
-                        rows.append({"mode": mode, "split": kind, "variant": v, "jobs": label, "rows": int(sel.sum()),
-                                     "mape_pct": mape_pct(s[sel], p[sel])})
+            for kind, (train_size, test_size) in LOCKED_KINDS.items():
+                tr, te = np.flatnonzero(~lk & train_size(n_jobs)), np.flatnonzero(lk & test_size(n_jobs))
+                if len(tr) == 0 or len(te) == 0:
+                    continue
+                p = np.empty(len(te))
+                for pos, fit_rows in locked_folds(df, kind, locked, tr, te):
+                    p[pos] = fit_predict(df.iloc[fit_rows], df.iloc[te[pos]])
+                hb = hb_all[te]
+                for label, sel in (("all", np.ones(len(te), bool)), ("saturating", ~hb), ("host-bound", hb)):
+                    rows.append({"mode": mode, "split": kind, "variant": v, "jobs": label, "rows": int(sel.sum()),
+                                 "mape_pct": mape_pct(s[te][sel], p[sel])})
     return pd.DataFrame(rows)
 
 

@@ -123,16 +123,16 @@ def test_the_locked_split_is_the_rules_draw_and_every_locked_architecture_was_me
 
 
 def test_the_locked_leave_arch_figure_predicts_every_locked_row_from_rows_without_its_jobs_architecture(timeslice):
-    """protocol._locked_folds on leave-arch: every row of the locked sets is tested once (so δ and pays-off see whole
+    """protocol.locked_folds on leave-arch: every row of the locked sets is tested once (so δ and pays-off see whole
     sets), a locked job's from all development rows, a development job's from the development sets without its
     architecture; the set-size splits test all locked rows from all development rows."""
-    from colopred.research.protocol import _locked_folds
+    from colopred.research.protocol import locked_folds
 
     df = timeslice.reset_index(drop=True)
     locked = locked_architectures(DATA)
     lk = is_locked(df, locked)
     tr, te = np.flatnonzero(~lk), np.flatnonzero(lk)
-    folds = list(_locked_folds(df, "leave-arch", locked, tr, te))
+    folds = list(locked_folds(df, "leave-arch", locked, tr, te))
     seen = np.concatenate([rows for rows, _ in folds])
     assert sorted(seen) == list(range(len(te)))  # each locked row once
     for rows, fit_rows in folds:
@@ -142,7 +142,7 @@ def test_the_locked_leave_arch_figure_predicts_every_locked_row_from_rows_withou
         if set(df["arch"].to_numpy()[te[rows]]) <= set(locked):
             assert len(fit_rows) == len(tr)
     assert len(folds) > 1 and any(len(f) < len(tr) for _, f in folds)  # development jobs beside locked ones were tested
-    ((rows, fit_rows),) = _locked_folds(df, "pairs->triples", locked, tr, te)
+    ((rows, fit_rows),) = locked_folds(df, "pairs->triples", locked, tr, te)
     assert len(rows) == len(te) and np.array_equal(fit_rows, tr)
 
 
@@ -301,27 +301,29 @@ def mape_of(pred, s):
     return float(np.mean(np.abs(pred - s) / s))
 
 
-def test_the_shipped_time_slicing_model_scales_only_saturating_jobs_interference():
-    """The shipped time-slicing model composes its trees by constants.TREE_TARGET_OFFSET with host-bound targets at
-    c = 1, MPS at c = 1 everywhere; the batched path (predict_many) and the per-set path agree for a set holding both
-    kinds of job, and both are compose() of the baseline and the trees with each row's c."""
+@pytest.mark.parametrize("mode", ["timeslice", "mps"])
+def test_the_shipped_models_scale_only_saturating_jobs_interference(mode):
+    """Each shipped model composes its trees by constants.TREE_TARGET_OFFSET[mode] (< 1) with host-bound targets at
+    c = 1; the batched path (predict_many) and the per-set path agree for a set holding both kinds of job, and both
+    are compose() of the baseline and the trees with each row's c."""
     from colopred.constants import HOST_BOUND_BUSY, TREE_TARGET_OFFSET
     from colopred.runtime.estimator import compose
     from colopred.runtime.features import feature_frame
     from colopred.runtime.predictor import Predictor
 
-    ts, mps = Predictor.default("timeslice"), Predictor.default("mps")
-    assert ts.manifest["tree_target_offset"] == TREE_TARGET_OFFSET["timeslice"] < 1
-    assert ts.manifest["tree_target_offset_classes"] == "host_bound" and mps.manifest["tree_target_offset"] == 1.0
+    pr = Predictor.default(mode)
+    assert pr.manifest["tree_target_offset"] == TREE_TARGET_OFFSET[mode] < 1
+    assert pr.manifest["tree_target_offset_classes"] == "host_bound"
     names = ["resnet18-b16-fp32", "resnet18-b64-fp32", "gpt2_small-b8-bf16", "vgg16-b32-fp32"]
     jobs = [JobProfile.from_json(DATA / "profiles" / "ncu" / f"{n}.json") for n in names]
     busy = np.array([min(j.busy_fraction, 1.0) for j in jobs])
     assert (busy < HOST_BOUND_BUSY).any() and (busy >= HOST_BOUND_BUSY).any()
-    p = ts.predict(jobs)
-    many = ts.predict_many([jobs])
+    p = pr.predict(jobs)
+    many = pr.predict_many([jobs])
     assert tuple(many["slowdown"]) == pytest.approx(p.slowdown, rel=1e-9)
     X = feature_frame([jobs])[list(FEATURES)].to_numpy()
-    m = ts.model
+    m = pr.model
     c = np.where(X[:, FEATURES.index("t_busy")] < HOST_BOUND_BUSY, 1.0, m.offset_)
+    assert (c < 1).any() and (c == 1).any()
     trees = m.point_.get_booster().inplace_predict(X[:, m._cols].astype(np.float32))
     assert np.allclose(p.slowdown, compose(m.baseline(X), trees, c), rtol=1e-6)

@@ -96,7 +96,7 @@ def protocol_table(ds: Dataset, locked: list[str], modes=("timeslice", "mps"),
                 continue
             pred, iv = np.empty(len(te)), np.empty((len(te), 2))
             base = {"contention baseline MAPE %": np.empty(len(te)), "ridge MAPE %": np.empty(len(te))}
-            for pos, fit_rows in _locked_folds(df, kind, locked, tr, te):
+            for pos, fit_rows in locked_folds(df, kind, locked, tr, te):
                 m = new_model(mode, ds.profile_source, ds.timeline).fit(X[fit_rows], s[fit_rows], groups=df["arch"].to_numpy()[fit_rows])
                 pred[pos], iv[pos] = m.predict(X[te[pos]]), m.predict_interval(X[te[pos]])
                 base["contention baseline MAPE %"][pos] = ContentionBaseline(m.load_).fit(X[fit_rows], s[fit_rows]).predict(X[te[pos]])
@@ -113,7 +113,7 @@ def protocol_table(ds: Dataset, locked: list[str], modes=("timeslice", "mps"),
                            kind="stable").reset_index(drop=True)
 
 
-def _locked_folds(df: pd.DataFrame, kind: str, locked: list[str], tr: np.ndarray, te: np.ndarray):
+def locked_folds(df: pd.DataFrame, kind: str, locked: list[str], tr: np.ndarray, te: np.ndarray):
     """Yield (positions in ``te``, training rows) of a locked figure: all of ``te`` from ``tr``, but on leave-arch each
     development job's rows (beside a locked co-runner) from the rows of ``tr`` whose set does not hold its
     architecture, so that no test row's job was seen."""
