@@ -128,7 +128,22 @@ points against 10), a cell of 68 rows (the development four-job sets under MPS);
 
 INTERVAL_SIZE_EXPONENT = 0.5
 """a of the ``beyond_size`` interval scale ((n − 1)/(m − 1))^a for a set of n jobs larger than any (m) in training:
-√2 wider for triples from a model trained on pairs. Chosen with ``INTERVAL_SCALE`` (0, 0.5 and 1 tried)."""
+√2 wider for triples from a model trained on pairs. Chosen with ``INTERVAL_SCALE`` (0, 0.5 and 1 tried). Since
+``INTERVAL_SIZE_EXPONENTS`` it is the a of a model without a mode of its own and of manifests without
+``interval_size_exponents``."""
+
+INTERVAL_SIZE_EXPONENTS = {
+    "ncu": {"timeslice": {"saturating": 0.75, "host_bound": 0.0}, "mps": {"saturating": 0.0, "host_bound": 0.75}},
+    "nvml": {"timeslice": {"saturating": 1.0, "host_bound": 0.5}, "mps": {"saturating": 0.5, "host_bound": 0.25}},
+}
+"""a of the ``beyond_size`` scale per profile source, mode and class of target job (``estimator.INTERVAL_CLASS_NAMES``).
+Chosen on the development rows of the splits that predict larger sets than trained on (``scripts/dev_size_exponent.py
+[--profiles nvml]``, ``reports/h100/intervals/size_exponent``, ``reports/h100-nvml/size_exponent``; rule: a replaces
+0.5 only if it brings the pooled coverage of the class closer to 90% by more than its binomial standard error). ncu:
+time-slicing saturating 79.4 → 86.8% (a = 1: 93.4%), host-bound 99.1 → 92.2%; MPS saturating 96.2 → 89.2%, host-bound
+84.7 → 91.9%. GPM (nvml): time-slicing saturating 68.2 → 87.8%, MPS host-bound 93.6 → 88.9%, the others kept.
+Saturating time-sliced jobs need the widest growth in both (each co-runner takes its own slices); the rest differ
+between the two models."""
 
 INTERVAL_QUANTILE_FLOOR = False
 """Whether the interval also holds the quantile model's 5%/95% band. Chosen with ``INTERVAL_SCALE``: the band made

@@ -26,23 +26,54 @@ def timeslice():
     return load_dataset(DATA).for_mode("timeslice")
 
 
-def test_interval_widens_for_sets_larger_than_any_in_training(timeslice):
-    """The conformal half-width is w for sets of a trained size and w·((n − 1)/(m − 1))^0.5 beyond (m the largest
-    trained set), w the width of the target job's class: a model trained on pairs gives triples and four-job sets √2
-    and √3 wider log intervals."""
-    from colopred.constants import HOST_BOUND_BUSY
+@pytest.mark.parametrize("exponents", [None, {"saturating": 1.0, "host_bound": 0.25}])
+def test_interval_widens_for_sets_larger_than_any_in_training(timeslice, exponents):
+    """The conformal half-width is w for sets of a trained size and w·((n − 1)/(m − 1))^a beyond (m the largest
+    trained set), w and a those of the target job's class (a: constants.INTERVAL_SIZE_EXPONENTS of ncu and the mode, or
+    size_exponents): a model trained on pairs gives triples 2^a and four-job sets 3^a wider log intervals."""
+    from colopred.constants import HOST_BOUND_BUSY, INTERVAL_SIZE_EXPONENTS
 
     pairs = timeslice[timeslice["n_jobs"] == 2]
-    m = SlowdownModel(mode="timeslice").fit(pairs[list(FEATURES)], pairs["slowdown"], groups=pairs["arch"])
+    m = SlowdownModel(mode="timeslice", size_exponents=exponents).fit(pairs[list(FEATURES)], pairs["slowdown"], groups=pairs["arch"])
     assert m.max_set_size_ == 2 and m.interval_scale_ == "beyond_size" and not m.quantile_floor_
     assert m.interval_classes_ == "host_bound" and all(0 < w < 1 for w in m.conformal_class_log_widths_)
-    for n, factor in ((2, 1.0), (3, math.sqrt(2)), (4, math.sqrt(3))):
+    a = exponents or INTERVAL_SIZE_EXPONENTS["ncu"]["timeslice"]
+    assert m.size_exponents_ == (a["saturating"], a["host_bound"])
+    for n in (2, 3, 4):
         by_busy = timeslice[timeslice["n_jobs"] == n].sort_values("t_busy")
         rows = pd.concat([by_busy.head(20), by_busy.tail(20)])
-        w = np.where(rows["t_busy"] < HOST_BOUND_BUSY, m.conformal_class_log_widths_[1], m.conformal_class_log_widths_[0])
-        assert len(set(w)) == 2  # both classes among the rows
+        hb = rows["t_busy"].to_numpy() < HOST_BOUND_BUSY
+        assert hb.any() and not hb.all()  # both classes among the rows
+        w = np.where(hb, m.conformal_class_log_widths_[1], m.conformal_class_log_widths_[0])
+        factor = np.where(hb, (n - 1) ** a["host_bound"], (n - 1) ** a["saturating"])
         p, iv = m.predict_with_interval(rows[list(FEATURES)])
         assert np.allclose(np.log(iv[:, 1] / p), w * factor, rtol=1e-9) and np.allclose(np.log(p / iv[:, 0]), w * factor, rtol=1e-9)
+
+
+def test_size_exponents_travel_in_the_manifest_and_old_manifests_read_as_one_exponent(timeslice, tmp_path):
+    """A saved model's manifest records interval_size_exponents and the loaded model predicts the same intervals of
+    triples from a model of pairs; a manifest without the field (written before it) reads as
+    constants.INTERVAL_SIZE_EXPONENT for both classes; a size_exponents lacking a class is refused."""
+    from colopred.constants import INTERVAL_SIZE_EXPONENT
+    from colopred.runtime.manifest import load_model, save_model
+
+    pairs = timeslice[timeslice["n_jobs"] == 2]
+    triples = timeslice[timeslice["n_jobs"] == 3][list(FEATURES)].to_numpy()
+    exps = {"saturating": 1.5, "host_bound": 0.0}
+    m = SlowdownModel(mode="timeslice", size_exponents=exps).fit(pairs[list(FEATURES)], pairs["slowdown"], groups=pairs["arch"])
+    path = tmp_path / "m-timeslice.json"
+    save_model(path, m, "timeslice", max_set_size=2)
+    man = json.loads(path.read_text())
+    assert man["interval_size_exponents"] == exps
+    loaded, _ = load_model(path)
+    assert np.allclose(loaded.predict_interval(triples), m.predict_interval(triples), rtol=1e-9)
+    del man["interval_size_exponents"]
+    path.write_text(json.dumps(man))
+    old, _ = load_model(path)
+    assert old.size_exponents_ == (INTERVAL_SIZE_EXPONENT, INTERVAL_SIZE_EXPONENT)
+    assert not np.allclose(old.predict_interval(triples), m.predict_interval(triples))
+    with pytest.raises(ValueError, match="size_exponents"):
+        SlowdownModel(mode="timeslice", size_exponents={"saturating": 1.0}).fit(pairs[list(FEATURES)], pairs["slowdown"])
 
 
 def test_conformal_folds_of_one_per_group_calibrate_on_leave_one_group_out_residuals(timeslice):
@@ -327,3 +358,59 @@ def test_the_shipped_models_scale_only_saturating_jobs_interference(mode):
     assert (c < 1).any() and (c == 1).any()
     trees = m.point_.get_booster().inplace_predict(X[:, m._cols].astype(np.float32))
     assert np.allclose(p.slowdown, compose(m.baseline(X), trees, c), rtol=1e-6)
+
+
+def test_dev_size_exponent_recomputes_each_exponents_coverage_exactly(timeslice):
+    """scripts/dev_size_exponent.py scores every a from one set of predictions made with a = 0.5: its coverage of the
+    triples predicted by a model of pairs at a = 1 (saturating) and 0 (host-bound) is the coverage of the intervals
+    of a model fitted with those exponents; and its rule keeps 0.5 unless another a is closer to 90% by more than a
+    standard error."""
+    import importlib.util
+
+    from colopred.constants import HOST_BOUND_BUSY, INTERVAL_SIZE_EXPONENT
+
+    spec = importlib.util.spec_from_file_location("dev_size_exponent", ROOT / "scripts" / "dev_size_exponent.py")
+    dse = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dse)
+    pairs, triples = timeslice[timeslice["n_jobs"] == 2], timeslice[timeslice["n_jobs"] == 3]
+    fit = {"groups": pairs["arch"]}
+    half = SlowdownModel(mode="timeslice", size_exponents=dict.fromkeys(("saturating", "host_bound"), INTERVAL_SIZE_EXPONENT))
+    half.fit(pairs[list(FEATURES)], pairs["slowdown"], **fit)
+    p, iv = half.predict_with_interval(triples[list(FEATURES)])
+    pred = triples.assign(mode="timeslice", split="pairs->triples", pred=p, lo=iv[:, 0], hi=iv[:, 1])
+    cov = dse.coverage_by_exponent(pred)
+    other = SlowdownModel(mode="timeslice", size_exponents={"saturating": 1.0, "host_bound": 0.0})
+    other.fit(pairs[list(FEATURES)], pairs["slowdown"], **fit)
+    iv1 = other.predict_interval(triples[list(FEATURES)])
+    s = triples["slowdown"].to_numpy()
+    hb = triples["t_busy"].to_numpy() < HOST_BOUND_BUSY
+    inside = (s >= iv1[:, 0]) & (s <= iv1[:, 1])
+    both = cov[cov["split"] == "both"].set_index(["jobs", "a"])["coverage_pct"]
+    assert both[("saturating", 1.0)] == pytest.approx(100 * inside[~hb].mean(), abs=1e-9)
+    assert both[("host-bound", 0.0)] == pytest.approx(100 * inside[hb].mean(), abs=1e-9)
+    assert both[("saturating", 0.0)] < both[("saturating", 2.0)]  # wider intervals cover more
+    rows = len(triples)
+    table = pd.DataFrame([{"mode": "timeslice", "jobs": "saturating", "split": "both", "a": a, "rows": rows, "coverage_pct": c}
+                          for a, c in zip(dse.GRID, (70, 80, 85, 89, 91, 99, 100))])
+    se = 100 * math.sqrt(0.09 / rows)
+    assert se < 4  # 85 -> 89 or 91 is closer to 90 by 4 points
+    assert dse.choose(table) == {"timeslice": {"saturating": 0.75}}  # 89 and 91 tie: the smaller a
+    assert dse.choose(table.assign(coverage_pct=np.where(table["a"] == 0.5, 88.5, table["coverage_pct"]))) == {"timeslice": {"saturating": 0.5}}
+
+
+@pytest.mark.parametrize("source", ["ncu", "nvml"])
+def test_models_of_each_profile_source_widen_beyond_the_trained_size_by_their_own_exponents(source):
+    """evaluation.new_model (what train, evaluate and the studies fit) takes the beyond_size exponents of its profile
+    source and mode, and an explicit size_exponents wins."""
+    from colopred.constants import INTERVAL_SIZE_EXPONENTS
+    from colopred.research.evaluation import new_model
+
+    for mode in ("timeslice", "mps"):
+        m = new_model(mode, source)
+        m._resolve()
+        want = INTERVAL_SIZE_EXPONENTS[source][mode]
+        assert m.size_exponents_ == (want["saturating"], want["host_bound"])
+        m = new_model(mode, source, size_exponents={"saturating": 2.0, "host_bound": 3.0})
+        m._resolve()
+        assert m.size_exponents_ == (2.0, 3.0)
+    assert INTERVAL_SIZE_EXPONENTS["ncu"] != INTERVAL_SIZE_EXPONENTS["nvml"]

@@ -15,7 +15,7 @@ DataFrame with those columns.
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -30,6 +30,7 @@ from ..constants import (
     INTERVAL_QUANTILES,
     INTERVAL_SCALE,
     INTERVAL_SIZE_EXPONENT,
+    INTERVAL_SIZE_EXPONENTS,
     MIN_CLASS_CALIBRATION_ROWS,
     TREE_PARAMS,
     TREE_TARGET_OFFSET,
@@ -75,12 +76,13 @@ INTERVAL_SCALES = ("none", "beyond_size")
 of n > m jobs, m the largest set size in training and a = ``constants.INTERVAL_SIZE_EXPONENT``."""
 
 
-def interval_scale(X: np.ndarray, kind: str, max_set_size: int | None, exponent: float = INTERVAL_SIZE_EXPONENT) -> np.ndarray:
+def interval_scale(X: np.ndarray, kind: str, max_set_size: int | None,
+                   exponent: float | np.ndarray = INTERVAL_SIZE_EXPONENT) -> np.ndarray:
     """σ(x) of each FEATURES row: the conformal score is |log residual| / σ and the interval's log half-width w·σ
     (normalised split-conformal, Lei et al. 2018, "Distribution-free predictive inference for regression", §5.2).
     Calibration residuals come from sets of the sizes trained on; a larger set is predicted by extrapolation, whose
     errors the calibration never sees, so ``beyond_size`` widens its interval with the co-runners it has beyond
-    the largest trained set."""
+    the largest trained set. ``exponent``: a, one for every row or one per row."""
     if kind == "none" or max_set_size is None:
         return np.ones(len(X))
     if kind == "beyond_size":
@@ -191,18 +193,22 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
     offset_classes : str, optional
         ``none``: every row takes ``offset``; ``host_bound``: host-bound target jobs take c = 1 and the rest ``offset``
         (default ``constants.TREE_TARGET_OFFSET_CLASSES``).
+    size_exponents : mapping of str to float, optional
+        a of the ``beyond_size`` scale for each class of :data:`INTERVAL_CLASS_NAMES` (host-bound target jobs or
+        not, whatever ``interval_classes``); default ``constants.INTERVAL_SIZE_EXPONENTS`` of ncu profiles and
+        ``mode``, without a mode ``constants.INTERVAL_SIZE_EXPONENT`` for both.
 
     Fitted attributes: ``baseline_coefs_``, ``point_``, ``interval_`` (None without ``interval``),
     ``conformal_log_width_`` (over all calibration rows), ``conformal_class_log_widths_`` (one per class of
     ``interval_classes``, :data:`INTERVAL_CLASS_NAMES` order; empty under ``none``), ``max_set_size_`` (the largest set
-    in training), ``features_``, ``load_``.
+    in training), ``features_``, ``load_``, ``size_exponents_`` (:data:`INTERVAL_CLASS_NAMES` order).
     """
 
     def __init__(self, mode: str | None = None, params: dict | None = None, monotone: bool = True,
                  features: Sequence[str] | None = None, load: str | None = None, interval: bool = True,
                  calibrate: bool = True, interval_scale: str | None = None, quantile_floor: bool | None = None,
                  conformal_folds: int | None = None, interval_classes: str | None = None, offset: float | None = None,
-                 offset_classes: str | None = None):
+                 offset_classes: str | None = None, size_exponents: Mapping[str, float] | None = None):
         self.mode = mode
         self.params = params
         self.monotone = monotone
@@ -216,6 +222,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self.interval_classes = interval_classes
         self.offset = offset
         self.offset_classes = offset_classes
+        self.size_exponents = size_exponents
 
     # ----------------------------------------------------------------- settings
     def _resolve(self) -> None:
@@ -236,6 +243,12 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         if self.conformal_folds_ < 2:
             raise ValueError(f"conformal_folds must be at least 2, not {self.conformal_folds_}")
         self.interval_classes_ = self.interval_classes if self.interval_classes is not None else INTERVAL_CLASSES
+        exps = (self.size_exponents if self.size_exponents is not None
+                else INTERVAL_SIZE_EXPONENTS["ncu"].get(self.mode, dict.fromkeys(INTERVAL_CLASS_NAMES, INTERVAL_SIZE_EXPONENT)))
+        missing = [c for c in INTERVAL_CLASS_NAMES if c not in exps]
+        if missing or not all(np.isfinite(float(exps[c])) and float(exps[c]) >= 0 for c in INTERVAL_CLASS_NAMES):
+            raise ValueError(f"size_exponents needs a finite a >= 0 for each of {', '.join(INTERVAL_CLASS_NAMES)}, not {dict(exps)}")
+        self.size_exponents_ = tuple(float(exps[c]) for c in INTERVAL_CLASS_NAMES)
         if self.interval_classes_ not in INTERVAL_CLASS_KINDS:
             raise ValueError(f"unknown interval classes {self.interval_classes_!r} (one of {', '.join(INTERVAL_CLASS_KINDS)})")
         self.offset_ = float(self.offset if self.offset is not None else TREE_TARGET_OFFSET.get(self.mode, 1.0))
@@ -355,7 +368,9 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
 
     def _scale(self, X: np.ndarray) -> np.ndarray:
         """σ(x) of the conformal width of each row (:func:`interval_scale`)."""
-        return interval_scale(X, self.interval_scale_, getattr(self, "max_set_size_", None))
+        exps = getattr(self, "size_exponents_", (INTERVAL_SIZE_EXPONENT,) * len(INTERVAL_CLASS_NAMES))
+        return interval_scale(X, self.interval_scale_, getattr(self, "max_set_size_", None),
+                              np.asarray(exps, float)[interval_class(X, "host_bound")])
 
     def _log_width(self, X: np.ndarray) -> np.ndarray:
         """Log half-width of each row's interval: its class's conformal width (or the pooled one) times σ(x)."""

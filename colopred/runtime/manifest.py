@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..constants import INTERVAL_COVERAGE, INTERVAL_QUANTILES
+from ..constants import INTERVAL_COVERAGE, INTERVAL_QUANTILES, INTERVAL_SIZE_EXPONENT
 from ..errors import InputError, SchemaError
 from ..io import fsync_file, sha256_of, stage_file, write_text_atomic
 from ..schema import loads
@@ -118,6 +118,7 @@ def save_model(path: str | os.PathLike, model: SlowdownModel, mode: str, /, **ex
                "conformal_log_width": model.conformal_log_width_, "interval_scale": model.interval_scale_,
                "interval_classes": model.interval_classes_,
                "conformal_class_log_widths": dict(zip(INTERVAL_CLASS_NAMES, model.conformal_class_log_widths_)),
+               "interval_size_exponents": dict(zip(INTERVAL_CLASS_NAMES, model.size_exponents_)),
                "interval_quantile_floor": model.quantile_floor_, "profile_source": extra.get("profile_source", "ncu"),
                "files": {}}
         man.update({k: v for k, v in extra.items() if k not in man})  # provenance and metrics; never the model's own fields
@@ -230,7 +231,8 @@ def load_model(path: str | os.PathLike) -> tuple[SlowdownModel, dict[str, Any]]:
                           # manifests written before these fields: one width for every row, quantile band kept
                           interval_scale=man.get("interval_scale", "none"), quantile_floor=man.get("interval_quantile_floor", True),
                           interval_classes=man.get("interval_classes", "none"), offset=man.get("tree_target_offset", 1.0),
-                          offset_classes=man.get("tree_target_offset_classes", "none"))
+                          offset_classes=man.get("tree_target_offset_classes", "none"),
+                          size_exponents=man.get("interval_size_exponents", dict.fromkeys(INTERVAL_CLASS_NAMES, INTERVAL_SIZE_EXPONENT)))
     model._resolve()
     model.conformal_log_width_ = float(man.get("conformal_log_width", 0.0))
     class_widths = man.get("conformal_class_log_widths") or {}
