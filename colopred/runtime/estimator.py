@@ -73,7 +73,7 @@ def _alone(X: np.ndarray) -> np.ndarray:
 INTERVAL_SCALES = ("none", "beyond_size")
 """How the conformal half-width scales from row to row (``interval_scale``): ``none``, one width for every row;
 ``beyond_size``, one width for sets of a size the model was trained on, and ((n − 1)/(m − 1))^a times it for a set
-of n > m jobs, m the largest set size in training and a = ``constants.INTERVAL_SIZE_EXPONENT``."""
+of n > m jobs, m the largest set size in training and a that of the target job's class (``size_exponents``)."""
 
 
 def interval_scale(X: np.ndarray, kind: str, max_set_size: int | None,
