@@ -40,7 +40,7 @@ from colopred.constants import HOST_BOUND_BUSY, TREE_TARGET_OFFSET, TREE_TARGET_
 from colopred.io import write_csv_atomic, write_text_atomic  # noqa: E402
 from colopred.research.dataset import load_dataset  # noqa: E402
 from colopred.research.evaluation import mape_pct, out_of_sample, point_predictor  # noqa: E402
-from colopred.research.protocol import LOCKED_KINDS, is_locked, locked_architectures, locked_folds  # noqa: E402
+from colopred.research.protocol import is_locked, locked_architectures, locked_tests  # noqa: E402
 from colopred.research.report import md_table  # noqa: E402
 
 GRID = ((1.0, "none"),) + tuple((c, k) for k in ("none", "host_bound") for c in (0.5, 0.25, 0.1, 0.02))
@@ -94,22 +94,18 @@ def choose(t: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, float]]:
 
 def locked_table(ds, variants: dict[str, list[str]]) -> pd.DataFrame:
     """MAPE % on the locked rows of models fitted on the development rows (tree seed 0), split as the report's locked
-    figures (``protocol.LOCKED_KINDS``, ``protocol.locked_folds``: on leave-arch no test row's job was seen)."""
+    figures (``protocol.locked_tests``: on leave-arch no test row's job was seen)."""
     locked = locked_architectures(ds.root)
     rows = []
     for mode, vs in variants.items():
         df = ds.for_mode(mode).reset_index(drop=True)
-        lk, n_jobs = is_locked(df, locked), df["n_jobs"].to_numpy()
         s, hb_all = df["slowdown"].to_numpy(), df["t_busy"].to_numpy() < HOST_BOUND_BUSY
         for v in vs:
             kw = {"offset": float(v.split("/")[0]), "offset_classes": "host_bound" if v.endswith("/sat") else "none"}
             fit_predict = point_predictor(mode, source=ds.profile_source, timeline=ds.timeline, model_kw=kw)
-            for kind, (train_size, test_size) in LOCKED_KINDS.items():
-                tr, te = np.flatnonzero(~lk & train_size(n_jobs)), np.flatnonzero(lk & test_size(n_jobs))
-                if len(tr) == 0 or len(te) == 0:
-                    continue
+            for kind, te, folds in locked_tests(df, locked):
                 p = np.empty(len(te))
-                for pos, fit_rows in locked_folds(df, kind, locked, tr, te):
+                for pos, fit_rows in folds:
                     p[pos] = fit_predict(df.iloc[fit_rows], df.iloc[te[pos]])
                 hb = hb_all[te]
                 for label, sel in (("all", np.ones(len(te), bool)), ("saturating", ~hb), ("host-bound", hb)):

@@ -79,7 +79,6 @@ def protocol_table(ds: Dataset, locked: list[str], modes=("timeslice", "mps"),
             continue
         lk = is_locked(df, locked)
         dev = df[~lk].reset_index(drop=True)
-        n_jobs = df["n_jobs"].to_numpy()
         floor = noise_floor(df).to_numpy()  # a set's repeats are all locked or all development
         log(f"  {mode}: development cross-validation ({dev['window_id'].nunique()} sets)")
         t, preds = evaluate_mode(dev, log=log, source=ds.profile_source, baselines=False, timeline=ds.timeline)
@@ -89,14 +88,10 @@ def protocol_table(ds: Dataset, locked: list[str], modes=("timeslice", "mps"),
                          **{k: r[k] for k in ("slowdown_mape_pct", "interval_coverage_pct", "delta_mae", "pays_off_agreement_pct", "n_sets")},
                          **_on_repeats(p["slowdown"].to_numpy(), p["pred"].to_numpy(), _dev_floor(dev, p))})
         X, s = df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy()
-        for kind, (train_size, test_size) in LOCKED_KINDS.items():
-            tr = np.flatnonzero(~lk & train_size(n_jobs))
-            te = np.flatnonzero(lk & test_size(n_jobs))
-            if len(tr) == 0 or len(te) == 0:
-                continue
+        for kind, te, folds in locked_tests(df, locked):
             pred, iv = np.empty(len(te)), np.empty((len(te), 2))
             base = {"contention baseline MAPE %": np.empty(len(te)), "ridge MAPE %": np.empty(len(te))}
-            for pos, fit_rows in locked_folds(df, kind, locked, tr, te):
+            for pos, fit_rows in folds:
                 m = new_model(mode, ds.profile_source, ds.timeline).fit(X[fit_rows], s[fit_rows], groups=df["arch"].to_numpy()[fit_rows])
                 pred[pos], iv[pos] = m.predict(X[te[pos]]), m.predict_interval(X[te[pos]])
                 base["contention baseline MAPE %"][pos] = ContentionBaseline(m.load_).fit(X[fit_rows], s[fit_rows]).predict(X[te[pos]])
@@ -111,6 +106,17 @@ def protocol_table(ds: Dataset, locked: list[str], modes=("timeslice", "mps"),
     order = {k: i for i, k in enumerate(SPLITS)}
     return out.sort_values(["mode", "split", "figure"], key=lambda c: c.map(order) if c.name == "split" else c,
                            kind="stable").reset_index(drop=True)
+
+
+def locked_tests(df: pd.DataFrame, locked: list[str]):
+    """Yield (kind, test rows, folds) of each locked figure of ``df`` (one mode's rows; :data:`LOCKED_KINDS`): the
+    locked rows of the kind's test sizes, and :func:`locked_folds` of them from the development rows of its training
+    sizes. A kind with nothing to train on or test is left out."""
+    lk, n_jobs = is_locked(df, locked), df["n_jobs"].to_numpy()
+    for kind, (train_size, test_size) in LOCKED_KINDS.items():
+        tr, te = np.flatnonzero(~lk & train_size(n_jobs)), np.flatnonzero(lk & test_size(n_jobs))
+        if len(tr) and len(te):
+            yield kind, te, locked_folds(df, kind, locked, tr, te)
 
 
 def locked_folds(df: pd.DataFrame, kind: str, locked: list[str], tr: np.ndarray, te: np.ndarray):

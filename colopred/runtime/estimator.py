@@ -368,9 +368,8 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
 
     def _scale(self, X: np.ndarray) -> np.ndarray:
         """σ(x) of the conformal width of each row (:func:`interval_scale`)."""
-        exps = getattr(self, "size_exponents_", (INTERVAL_SIZE_EXPONENT,) * len(INTERVAL_CLASS_NAMES))
         return interval_scale(X, self.interval_scale_, getattr(self, "max_set_size_", None),
-                              np.asarray(exps, float)[interval_class(X, "host_bound")])
+                              np.asarray(self.size_exponents_)[interval_class(X, "host_bound")])
 
     def _log_width(self, X: np.ndarray) -> np.ndarray:
         """Log half-width of each row's interval: its class's conformal width (or the pooled one) times σ(x)."""
