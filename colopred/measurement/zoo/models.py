@@ -167,6 +167,41 @@ class MobileNetV2(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
 
 
+class Fire(nn.Module):
+    """SqueezeNet's fire module: a 1x1 squeeze convolution, then 1x1 and 3x3 expand convolutions side by side,
+    concatenated along channels."""
+
+    def __init__(self, cin, squeeze, expand1, expand3):
+        super().__init__()
+        self.squeeze = nn.Conv2d(cin, squeeze, 1)
+        self.expand1 = nn.Conv2d(squeeze, expand1, 1)
+        self.expand3 = nn.Conv2d(squeeze, expand3, 3, padding=1)
+
+    def forward(self, x):
+        x = F.relu(self.squeeze(x), inplace=True)
+        return torch.cat([F.relu(self.expand1(x)), F.relu(self.expand3(x))], 1)
+
+
+class SqueezeNet(nn.Module):
+    """SqueezeNet 1.1 (Iandola et al., 2016): a 3x3 stem, eight fire modules between max pools, no batch norm, and a
+    1x1 convolution to class scores averaged over the map. ``fires``: (squeeze, expand) widths of each fire module."""
+
+    def __init__(self, num_classes=1000, stem=64, fires=((16, 64), (16, 64), (32, 128), (32, 128), (48, 192), (48, 192),
+                                                          (64, 256), (64, 256))):
+        super().__init__()
+        layers, cin = [nn.Conv2d(3, stem, 3, 2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, ceil_mode=True)], stem
+        for i, (sq, ex) in enumerate(fires):
+            layers.append(Fire(cin, sq, ex, ex))
+            cin = 2 * ex
+            if i in (1, 3):
+                layers.append(nn.MaxPool2d(3, 2, ceil_mode=True))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Dropout(0.5), nn.Conv2d(cin, num_classes, 1), nn.ReLU(inplace=True))
+
+    def forward(self, x):
+        return torch.flatten(F.adaptive_avg_pool2d(self.classifier(self.features(x)), 1), 1)
+
+
 def _channel_shuffle(x, groups=2):
     b, c, h, w = x.shape
     return x.view(b, groups, c // groups, h, w).transpose(1, 2).reshape(b, c, h, w)
@@ -324,6 +359,41 @@ class Seq2SeqTransformer(nn.Module):
         mask = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1], device=tgt.device)
         y = self.core(self.emb(src) * math.sqrt(self.d), self.emb(tgt) * math.sqrt(self.d), tgt_mask=mask, tgt_is_causal=True)
         return self.out(y)
+
+
+class TemporalBlock(nn.Module):
+    """A residual block of a temporal convolutional network: two dilated causal 1-D convolutions (left padding only,
+    so output t sees inputs up to t), each followed by ReLU and dropout, plus a 1x1 convolution on the skip path where
+    the width changes."""
+
+    def __init__(self, cin, cout, kernel, dilation, dropout):
+        super().__init__()
+        self.pad = (kernel - 1) * dilation
+        self.conv1 = nn.Conv1d(cin, cout, kernel, dilation=dilation)
+        self.conv2 = nn.Conv1d(cout, cout, kernel, dilation=dilation)
+        self.drop = nn.Dropout(dropout)
+        self.skip = nn.Conv1d(cin, cout, 1) if cin != cout else nn.Identity()
+
+    def forward(self, x):
+        y = self.drop(F.relu(self.conv1(F.pad(x, (self.pad, 0)))))
+        y = self.drop(F.relu(self.conv2(F.pad(y, (self.pad, 0)))))
+        return F.relu(y + self.skip(x))
+
+
+class TCNLanguageModel(nn.Module):
+    """Temporal convolutional network language model (Bai et al., 2018, word-level): embeddings, ``levels`` temporal
+    blocks of dilation 1, 2, 4, ... (receptive field 1 + 2(k − 1)(2^levels − 1) tokens), a linear decoder to the
+    vocabulary (output N x T x vocab)."""
+
+    def __init__(self, vocab=10000, d=600, levels=4, kernel=3, dropout=0.2):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.Sequential(*[TemporalBlock(d, d, kernel, 2 ** i, dropout) for i in range(levels)])
+        self.out = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        y = self.blocks(self.emb(idx).transpose(1, 2))
+        return self.out(y.transpose(1, 2))
 
 
 class LSTMLanguageModel(nn.Module):

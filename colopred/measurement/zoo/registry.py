@@ -18,7 +18,7 @@ RESERVED_PATTERN = re.compile(r"densenet|vit|bert|mobilenet_?v3|efficientnet", r
 @dataclass(frozen=True)
 class Arch:
     name: str
-    family: str  # cnn | transformer | recsys | rnn | segmentation | gnn
+    family: str  # cnn | transformer | recsys | rnn | tcn | segmentation | gnn
     default_optimizer: str
     input_kind: str  # image | tokens | seq2seq | recsys | segmentation | graph
     build: Callable[[bool], Any]  # tiny -> nn.Module
@@ -49,6 +49,8 @@ def _archs() -> dict[str, Arch]:
         Arch("wide_deep", "recsys", "adagrad", "recsys", tiny_or(lambda: m.WideAndDeep(), lambda: m.WideAndDeep(tables=4, rows=100, d=8, deep=(16,)))),
         Arch("unet", "segmentation", "adamw", "segmentation", tiny_or(lambda: m.UNet(), lambda: m.UNet(classes=4, widths=(8, 16, 32, 64)))),
         Arch("gin", "gnn", "adamw", "graph", tiny_or(lambda: m.GIN(), lambda: m.GIN(node_features=8, hidden=16, layers=2))),
+        Arch("squeezenet", "cnn", "sgd", "image", tiny_or(lambda: m.SqueezeNet(), lambda: m.SqueezeNet(10, 8, ((4, 8), (4, 8), (8, 16), (8, 16))))),
+        Arch("tcn_lm", "tcn", "sgd", "tokens", tiny_or(lambda: m.TCNLanguageModel(), lambda: m.TCNLanguageModel(vocab=128, d=32, levels=2))),
     ]
     return {a.name: a for a in archs}
 
@@ -68,13 +70,13 @@ def architectures() -> dict[str, Arch]:
 ARCH_NAMES = (
     "resnet18", "resnet50", "se_resnet50", "vgg16", "vgg11", "alexnet", "regnetx_400mf", "convnext_tiny",
     "mobilenet_v2", "shufflenet_v2", "gpt2_small", "transformer_seq2seq", "lstm_lm", "dlrm",
-    "wide_deep", "unet", "gin",
+    "wide_deep", "unet", "gin", "squeezenet", "tcn_lm",
 )
 ARCH_FAMILY = {
     "gpt2_small": "transformer", "transformer_seq2seq": "transformer", "lstm_lm": "rnn", "dlrm": "recsys",
-    "wide_deep": "recsys", "unet": "segmentation", "gin": "gnn",
+    "wide_deep": "recsys", "unet": "segmentation", "gin": "gnn", "tcn_lm": "tcn",
 }
-SEQ_LEN = {"gpt2_small": 256, "transformer_seq2seq": 128, "lstm_lm": 35}
+SEQ_LEN = {"gpt2_small": 256, "transformer_seq2seq": 128, "lstm_lm": 35, "tcn_lm": 128}
 PRECISIONS = ("fp32", "bf16")
 OPTIMIZERS = ("sgd", "adamw", "adagrad")
 
