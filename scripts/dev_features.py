@@ -60,7 +60,7 @@ def candidates(d: pd.DataFrame, mode: str) -> dict[str, tuple[str, pd.Series] | 
         "dram_total": (EXTRA_SLOT, (d["t_dram_demand"] + d["co_sum_dram_demand"]) / 100),
     }
     b = busy.clip(lower=1e-9)
-    for g in (0.7, 0.5):  # L = (load) · busy_j^g instead of · busy_j
+    for g in (2, 1.5, 0.7, 0.5):  # L = (load) · busy_j^g instead of · busy_j
         if mode == "mps":
             out[f"load_gate_{g:g}"] = ("mps_share_load", d["mps_share_load"] / b * b**g)
         else:

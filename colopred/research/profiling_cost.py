@@ -12,7 +12,9 @@ of each run has no predecessor and no figure. ``meta.gpm_seconds`` is the sample
 
 Timeline (``timelines/launch/gpu_session*.log``, the output of ``scripts/gpu_session.py --steps timeline``): one
 process per job recording its solo timeline ("timeline JOB: rc=0 N s"), what the traced run of ``colopred profile
-nvml`` adds to a GPM profile for the kernel count and MPS wait its model reads.
+nvml`` adds to a GPM profile for the kernel count and MPS wait its model reads. Where the GPM run traced its own
+timeline (its log, ``profiling_cost/gpm_profiles*.log``, says "JOB: N kernels per iteration, ... from a solo
+timeline"), that run's time already holds it: its GPM total is the GPM time alone.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ runs the sessions profiled with ncu or measured collocations for minutes)."""
 _TIMING = re.compile(r"^(?P<job>\S+): solo iteration .* \((?P<s>[0-9.]+) s\)$")
 _NCU = re.compile(r"^(?P<job>\S+): ncu \(.*\) took (?P<s>[0-9.]+) s$")
 _TIMELINE = re.compile(r"^\[\s*[0-9.]+s\] timeline (?P<job>\S+): rc=0 (?P<s>[0-9.]+) s$")
+_GPM_TRACED = re.compile(r"^(?P<job>\S+): [0-9.]+ kernels per iteration, .* from a solo timeline")
 
 
 def ncu_costs(cost_dir: Path) -> pd.DataFrame:
@@ -45,6 +48,12 @@ def ncu_costs(cost_dir: Path) -> pd.DataFrame:
                 if m:
                     rows.setdefault(m["job"], {})[key] = float(m["s"])
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("job")
+
+
+def gpm_traced(cost_dir: Path) -> set[str]:
+    """Jobs whose GPM run traced its own solo timeline, by ``cost_dir``'s GPM logs."""
+    return {m["job"] for log in sorted(cost_dir.glob("gpm_profiles*.log")) for line in log.read_text().splitlines()
+            if (m := _GPM_TRACED.match(line.strip()))}
 
 
 def timeline_costs(tdir: Path) -> pd.DataFrame:
@@ -81,7 +90,8 @@ def profiling_cost_table(root: str | Path) -> pd.DataFrame:
     gpm = gpm_costs(load_profiles_dir(root / "profiles" / "nvml"))
     t = ncu.join(gpm, how="outer").join(timeline_costs(root / "timelines" / "launch"), how="left").sort_index()
     t["ncu_total_s"] = t["timing_run_s"] + t["ncu_run_s"]
-    t["gpm_total_s"] = t["gpm_s"] + t["timeline_s"]
+    traced = t.index.isin(sorted(gpm_traced(root / "profiling_cost")))
+    t["gpm_total_s"] = t["gpm_s"] + t["timeline_s"].where(~traced, 0.0)
     t["ncu_over_gpm"] = t["ncu_total_s"] / t["gpm_total_s"]
     return t[["timing_run_s", "ncu_run_s", "ncu_total_s", "gpm_s", "gpm_sampled_s", "timeline_s", "gpm_total_s",
               "ncu_over_gpm"]].reset_index()

@@ -231,7 +231,7 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
                   f"{RUN_GAP_S:g} s before) and its own (process start, warm-up, timed iterations); a run's first job has no "
                   "figure. `gpm_sampled_s`: the sampled window alone. `timeline_s`: the solo timeline's own process "
                   "(`timelines/launch/gpu_session*.log`), which gives the kernel count and MPS wait the GPM model reads; "
-                  "`gpm_total_s` = `gpm_s` + `timeline_s`, against which `ncu_over_gpm` is taken (`colopred profile run` adds the "
+                  "`gpm_total_s` = `gpm_s` + `timeline_s` (`gpm_s` alone where the GPM run traced its own timeline, as its log says), against which `ncu_over_gpm` is taken (`colopred profile run` adds the "
                   "same traced run to an ncu profile for its stream overlap; the shipped ncu profiles took it separately, so "
                   "`ncu_total_s` leaves it out).", "",
                   md_table(cost.describe().loc[["count", "min", "50%", "mean", "max"]].rename_axis("statistic").reset_index()

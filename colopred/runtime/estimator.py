@@ -34,6 +34,7 @@ from ..constants import (
     MIN_CLASS_CALIBRATION_ROWS,
     TREE_PARAMS,
     TREE_TARGET_OFFSET,
+    SLOWDOWN_FLOOR,
     TREE_TARGET_OFFSET_CLASSES,
 )
 from .baseline import (
@@ -126,10 +127,11 @@ def compose(base: np.ndarray, f: np.ndarray, offset: float | np.ndarray) -> np.n
     """The slowdown from the baseline s_base and the trees' output f: s = 1 − c + (s_base − 1 + c)·e^f, c = ``offset``
     (one value, or one per row). c = 1 is s_base·e^f, the trees scaling the whole slowdown; c → 0 scales only the
     interference s_base − 1, so that a correction learnt on pairs adds up over the co-runners of a larger set as the
-    measured interference of saturating jobs does (``docs/model.md``, "The trees")."""
+    measured interference of saturating jobs does (``docs/model.md``, "The trees"). Never below
+    ``constants.SLOWDOWN_FLOOR``: sharing the GPU does not speed a job up."""
     if np.isscalar(offset) and offset == 1.0:
-        return base * np.exp(f)
-    return (1.0 - offset) + (base - 1.0 + offset) * np.exp(f)
+        return np.maximum(base * np.exp(f), SLOWDOWN_FLOOR)
+    return np.maximum((1.0 - offset) + (base - 1.0 + offset) * np.exp(f), SLOWDOWN_FLOOR)
 
 
 def _compose_objective(base: np.ndarray, offset: float | np.ndarray):
