@@ -65,6 +65,15 @@ idle time. Chosen by leave-architecture-out CV among 1/3, 1/2, 0.7, 1 and 2 (1/3
 architecture. Re-chosen on the development architectures of the locked split alone (``scripts/dev_constants.py``):
 1/3 7.44%, 1/2 7.48%, 0.7 7.57%, 1 7.71%, 2 8.55% MPS MAPE (3 seeds): 1/3, the shipped value since (it was 1/2)."""
 
+MPS_WAIT_CROSS_SCALE = 1.0
+"""λ of the MPS wait load's stretch term, Σ_k u_k·(1 + λ·(1 − b_j)·Σ_{m∉{j,k}} b_m) (``baseline.wait_load``): beside
+several co-runners each one's kernels in flight are stretched by the others (processor sharing: λ = 1), and a target
+meets them stretched as it comes back from its idle time. The term is 0 in a pair, so a model trained on pairs takes
+it from this constant, not from a fit. Chosen after the lock on the development rows (``scripts/dev_constants.py
+--only cross``, 3 tree seeds, MPS; leave-arch / pairs → triples / → four-job sets): λ = 0 7.23 / 9.57 / 7.22%,
+0.5 7.08 / 8.02 / 5.80%, 1 7.09 / 7.14 / 5.72%, 2 7.10 / 8.18 / 7.64%. Time-slicing is unchanged (its wait
+coefficients fit to 0)."""
+
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
                "colsample_bytree": 0.8, "min_child_weight": 2, "n_jobs": 1, "random_state": 0}
 """XGBoost settings of the residual trees. Chosen by cross-validation over tree sizes, learning rates,

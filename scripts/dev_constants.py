@@ -10,10 +10,12 @@ value (the mean over ``--seeds`` tree seeds; the shipped value is marked ``*``, 
 - ``MPS_WAIT_BLOCK_EXPONENT`` (γ) and ``MPS_WAIT_MIN_WAVES`` of ``JobProfile.mps_wait_us``: every job's wait is
   recomputed from its raw ncu report (``datasets/h100/ncu_reports``) with the value tried; MPS rows.
 - ``TREE_PARAMS`` (trees' count, depth and learning rate, the rest kept): both modes, by the mean of their MAPEs.
+- ``MPS_WAIT_CROSS_SCALE`` (λ, chosen after the lock): both modes, on all three splits of the locked protocol
+  (leave-arch, pairs -> triples, pairs and triples -> four-job sets), since it acts only in sets of three or more.
 
 One constant varies at a time, the others at their shipped values.
 
-  python scripts/dev_constants.py [--data datasets/h100] [--only gate,eps,gamma,min_waves,trees] [--seeds 3]
+  python scripts/dev_constants.py [--data datasets/h100] [--only gate,eps,gamma,min_waves,trees,cross] [--seeds 3]
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ GRIDS = {
     "min_waves": (0.0, 0.25, 0.5, 0.75, 1.0),
     "trees": tuple({"n_estimators": n, "max_depth": d, "learning_rate": lr}
                    for n, d, lr in itertools.product((150, 300, 600), (3, 4, 6), (0.05, 0.1))),
+    "cross": (0.0, 0.5, 1.0, 2.0),
 }
 
 
@@ -119,6 +122,22 @@ def main() -> int:
                 g, w = (v, constants.MPS_WAIT_MIN_WAVES) if key == "gamma" else (constants.MPS_WAIT_BLOCK_EXPONENT, v)
                 scores.append(dev_mape("mps", df=rows_with(g, w)))
             show(key, GRIDS[key], scores, shipped)
+
+    if "cross" in only:
+        from colopred.research.protocol import LOCKED_KINDS
+
+        print("MPS_WAIT_CROSS_SCALE (development MAPE per split: leave-arch, pairs -> triples, -> four-job sets)")
+        shipped = baseline.MPS_WAIT_CROSS_SCALE
+        for mode in ("mps", "timeslice"):
+            for v in GRIDS["cross"]:
+                baseline.MPS_WAIT_CROSS_SCALE = v
+                df = rows[rows["mode"] == mode].reset_index(drop=True)
+                s = df["slowdown"].to_numpy()
+                scores = [float(np.mean([mape_pct(s, out_of_sample(df, kind, params={"random_state": k})) for k in range(a.seeds)]))
+                          for kind in LOCKED_KINDS]
+                print(f"  cross {mode:<9} {v!s:<5} " + "  ".join(f"{kind} {m:6.2f}%" for kind, m in zip(LOCKED_KINDS, scores))
+                      + (" *" if v == shipped else ""), flush=True)
+        baseline.MPS_WAIT_CROSS_SCALE = shipped
 
     if "trees" in only:
         print("TREE_PARAMS (development leave-arch MAPE, mean of time-slicing and MPS)")

@@ -201,7 +201,7 @@ def test_corrupt_model_file_is_refused(tmp_path):
 def test_non_model_files_are_refused(tmp_path):
     man = _copy_model(tmp_path)
     d = json.loads(man.read_text())
-    for change, msg in (({"schema_version": 8}, "schema version 8"), ({"features": ["x"]}, "feature schema"),
+    for change, msg in (({"schema_version": 9}, "schema version 9"), ({"features": ["x"]}, "feature schema"),
                         ({"model_features": ["t_busy"]}, "feature schema"), ({"mode": "timeslice"}, "feature schema"),
                         ({"baseline_coefs": {**d["baseline_coefs"], "contention_load": -1}}, "baseline_coefs.contention_load must be at least 0"),
                         ({"baseline_coefs": {**d["baseline_coefs"], "wait_small_grid": "1"}}, "baseline_coefs.wait_small_grid must be a finite number"),
@@ -249,8 +249,10 @@ def test_gpm_profiles_leave_kernel_level_features_missing_not_zero(profiles):
         assert f.loc["vgg16-b32-fp32", f"co_max_{base}"] == pytest.approx(max(own(a), own(b)))
     assert f.loc["vgg16-b32-fp32", "t_sm_fill"] == gpm.sm_fill_pct
     assert np.isnan(f.loc["vgg16-b32-fp32", "t_launch_fill"])
-    others = [c for c in FEATURES if not c.endswith(("busy_mps_wait_us", "dram_util_p25", "launch_fill"))]
+    others = [c for c in FEATURES if not c.endswith(("busy_mps_wait_us", "dram_util_p25", "launch_fill", "mps_wait_cross_us"))]
     assert np.isfinite(f[others].to_numpy()).all()
+    # the waits' stretch term is missing where a co-runner's wait is, known where the co-runners' waits are
+    assert np.isnan(f.loc["resnet18-b64-fp32", "mps_wait_cross_us"]) and np.isfinite(f.loc["vgg16-b32-fp32", "mps_wait_cross_us"])
     from colopred.runtime.baseline import (
         baseline_terms,  # missing wait: 0, missing per-launch fill: 1
     )
@@ -325,6 +327,33 @@ def test_mps_share_load_splits_each_pair_by_who_holds_the_sms_longer(profiles):
         contention_load(G.loc[["resnet18-b64-fp32"], list(FEATURES)].to_numpy()) * gpm.sm_fill_pct / 100)
     with pytest.raises(ValueError, match="unknown contention load"):
         contention_load(X, "fair")
+
+
+def test_the_mps_wait_stretches_beside_several_co_runners_for_an_idle_target_only(profiles):
+    """baseline.wait_load: in a pair, K_j/t_j · u_k · b_j^g; beside two co-runners each co-runner's wait u_k is
+    stretched by 1 + λ(1 − b_j)·b_m (m the other co-runner), so a host-bound target waits more than the sum of its
+    pair waits and a target of busy 1 exactly that sum."""
+    from colopred.constants import MPS_WAIT_CROSS_SCALE, WAIT_BUSY_GATE_EXPONENT
+    from colopred.runtime.baseline import wait_load
+
+    host, a, b = profiles["transformer_seq2seq-b32-bf16"], profiles["vgg16-b256-fp32"], profiles["resnet18-b64-fp32"]
+    assert host.busy_fraction < 0.5 and MPS_WAIT_CROSS_SCALE > 0
+
+    def w(jobs, target):
+        f = feature_frame([jobs]).set_index("job")
+        return float(wait_load(f.loc[[target.name], list(FEATURES)].to_numpy())[0])
+
+    def bu(p):
+        return min(1.0, p.busy_fraction)
+
+    scale = (host.kernels_per_iteration / (host.stream_overlap or 1.0)) / (1e3 * host.iteration_ms) * bu(host) ** WAIT_BUSY_GATE_EXPONENT
+    ua, ub = bu(a) * a.mps_wait_us, bu(b) * b.mps_wait_us
+    assert w([host, a], host) == pytest.approx(scale * ua, rel=1e-9)
+    stretch = MPS_WAIT_CROSS_SCALE * (1 - bu(host))
+    assert w([host, a, b], host) == pytest.approx(scale * (ua * (1 + stretch * bu(b)) + ub * (1 + stretch * bu(a))), rel=1e-9)
+    assert w([host, a, b], host) > w([host, a], host) + w([host, b], host)
+    busy = profiles["vgg16-b32-fp32"].with_(busy_fraction=1.0)
+    assert w([busy, a, b], busy) == pytest.approx(w([busy, a], busy) + w([busy, b], busy), rel=1e-12)
 
 
 def test_an_ncu_profile_without_mps_wait_warns_under_mps_only(profiles):
@@ -444,6 +473,18 @@ def test_feature_rows_match_a_direct_computation_for_any_set_size(profiles):
         k = rng.integers(2, 6)
         slots = np.sort(rng.choice(5, k, replace=False))
         sets[r, slots] = rng.choice(len(P), k, replace=False)
+    packed = np.array([sorted(r, key=lambda v: v < 0) for r in sets])  # every set fills its first slots, as a dataset's
+    for sets in (sets, packed):
+        check_rows(P, sets)
+
+
+def check_rows(P, sets):
+    """Each row of feature_matrix(P, sets) against a direct computation of its columns."""
+    import math
+
+    from colopred.constants import SHARE_EPS_US
+    from colopred.runtime.features import AGGS, BASE, CO_AGG, feature_matrix
+
     X, set_of, pos = feature_matrix(P, sets)
     for x, s, i in zip(X, set_of, pos):
         own, co = sets[s, i], [j for j in sets[s] if j >= 0 and j != sets[s, i]]
@@ -461,6 +502,10 @@ def test_feature_rows_match_a_direct_computation_for_any_set_size(profiles):
         fill = [1.0 if np.isnan(P[k, BASE.index("sm_fill")]) else P[k, BASE.index("sm_fill")] / 100 for k in co]
         load = sum(P[k, BASE.index("busy")] * f * w for k, f, w in zip(co, fill, share)) * min(1.0, P[own, BASE.index("busy")])
         assert x[FEATURES.index("mps_share_load")] == pytest.approx(load, rel=1e-12)
+        b = P[:, BASE.index("busy")]
+        cross = sum(u[k] * sum(b[m] for m in co if m != k) for k in co)  # missing if a co-runner's wait is
+        got = x[FEATURES.index("mps_wait_cross_us")]
+        assert (math.isnan(got) and math.isnan(cross)) or got == pytest.approx(cross, rel=1e-12, abs=1e-12)
 
 
 def test_the_batch_columns_are_the_feature_rows_bit_for_bit(profiles):

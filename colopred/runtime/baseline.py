@@ -15,7 +15,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..constants import MAX_BASELINE_COEF, WAIT_BUSY_GATE_EXPONENT
+from ..constants import MAX_BASELINE_COEF, MPS_WAIT_CROSS_SCALE, WAIT_BUSY_GATE_EXPONENT
 from .features import FEATURES
 
 # The baseline's terms, each with its own non-negative coefficient.
@@ -23,7 +23,7 @@ BASELINE_TERMS = ("contention_load", "wait_full_grid", "wait_small_grid")
 LOAD_KINDS = ("symmetric", "mps_share")
 # The FEATURES columns the baseline reads.
 BASELINE_COLUMNS = ("t_busy", "co_sum_busy", "mps_share_load", "t_log_kernels", "t_log_iter_ms", "co_sum_busy_mps_wait_us",
-                    "t_launch_fill")
+                    "t_launch_fill", "mps_wait_cross_us")
 
 Rows = np.ndarray | Mapping[str, np.ndarray]
 
@@ -57,13 +57,17 @@ def contention_load(X: Rows, kind: str = "symmetric") -> np.ndarray:
 def wait_load(X: Rows) -> np.ndarray:
     """W of each row: the share of the target's solo iteration its kernels would spend waiting behind co-runners'
     kernels under MPS, one wait per serial launch, less what its own idle time absorbs:
-    K_j / t_j · Σ_{k≠j} busy_k · w_k · min(1, busy_j)^g, with K_j serial launches per iteration (kernels /
-    JobProfile.stream_overlap), t_j the solo iteration time in µs, w_k = JobProfile.mps_wait_us and
-    g = ``constants.WAIT_BUSY_GATE_EXPONENT``. NaN where a profile lacks kernel data (GPM)."""
+    K_j / t_j · Σ_{k≠j} u_k · (1 + λ·(1 − b_j)·Σ_{m∉{j,k}} b_m) · b_j^g, with b = min(1, busy), u_k = b_k · w_k,
+    K_j serial launches per iteration (kernels / JobProfile.stream_overlap), t_j the solo iteration time in µs,
+    w_k = JobProfile.mps_wait_us, g = ``constants.WAIT_BUSY_GATE_EXPONENT`` and λ = ``constants.MPS_WAIT_CROSS_SCALE``:
+    beside several co-runners each one's kernels in flight are stretched by the others (processor sharing, 1 + Σ b_m),
+    which a target catching them as it comes back from its idle time (share 1 − b_j) waits out
+    (``features`` column ``mps_wait_cross_us``; nothing in a pair). NaN where a profile lacks kernel data (GPM)."""
     kernels = np.expm1(_col(X, "t_log_kernels"))
     iter_us = 1e3 * np.exp(_col(X, "t_log_iter_ms"))
-    gate = np.clip(_col(X, "t_busy"), 0.0, 1.0) ** WAIT_BUSY_GATE_EXPONENT
-    return kernels / iter_us * _col(X, "co_sum_busy_mps_wait_us") * gate
+    busy = np.clip(_col(X, "t_busy"), 0.0, 1.0)
+    waits = _col(X, "co_sum_busy_mps_wait_us") + MPS_WAIT_CROSS_SCALE * (1.0 - busy) * _col(X, "mps_wait_cross_us")
+    return kernels / iter_us * waits * busy ** WAIT_BUSY_GATE_EXPONENT
 
 
 def baseline_terms(X: Rows, kind: str = "symmetric") -> np.ndarray:

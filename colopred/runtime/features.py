@@ -4,6 +4,10 @@ For target job j in set S: j's own profile features (``t_*``), aggregates over i
 (``co_sum_*``, ``co_max_*``, ``co_min_*``, ``co_mean_*``), the set size and the MPS share load. Works for
 any set size. Vectorised: profiles are a matrix (:func:`profile_matrix`), sets an index array padded
 with -1 (:func:`feature_matrix`). What each feature means for contention is in ``docs/model.md``.
+
+``mps_wait_cross_us`` (baseline only): Σ_{k≠j} u_k · Σ_{m∉{j,k}} busy_m with u = busy · JobProfile.mps_wait_us, how
+far each co-runner's kernels in flight are stretched by the set's other co-runners (0 in a pair;
+``baseline.wait_load``). Summed in slot order, the same in every path below, so that they agree bit for bit.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ AGGS = ("sum", "max", "min", "mean")
 FEATURES = tuple(
     [f"t_{b}" for b in BASE]
     + [f"co_{agg}_{b}" for b in CO_AGG for agg in AGGS]
-    + ["n_jobs", "mps_share_load"]
+    + ["n_jobs", "mps_share_load", "mps_wait_cross_us"]
 )
 # The columns the trees see: no sums and no set size, which grow with the set and would leave the
 # training range for sets larger than those measured; how much of the GPU the co-runners take enters
@@ -49,7 +53,7 @@ FEATURES = tuple(
 # slowdown to it. The MPS wait and the co-runners' DRAM p25 enter the trees under MPS only: under
 # time-slicing the wait coefficient fits to 0 and the features made partner choices worse.
 MPS_ONLY = ("busy_mps_wait_us", "dram_util_p25")
-BASELINE_ONLY = ("t_launch_fill",)
+BASELINE_ONLY = ("t_launch_fill", "mps_wait_cross_us")
 MODEL_FEATURES = tuple(f for f in FEATURES if not f.startswith("co_sum_") and f not in ("n_jobs", "mps_share_load", *BASELINE_ONLY)
                        and not f.endswith(MPS_ONLY))
 MPS_TREE_FEATURES = tuple(f for f in FEATURES if f.endswith(MPS_ONLY) and not f.startswith("co_sum_") and f != "t_dram_util_p25")
@@ -137,7 +141,8 @@ def _full_finite_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -
     C = P[:, _CO_IDX][sets.T]  # k x n x c
     total = C.sum(axis=0)  # the same sum as _any_rows' nansum: no NaN to skip
     u = C[..., CO_AGG.index("busy_mps_wait_us")]
-    busy_fill = C[..., CO_AGG.index("busy")] * (C[..., CO_AGG.index("sm_fill")] / 100.0)
+    busy = C[..., CO_AGG.index("busy")]
+    busy_fill = busy * (C[..., CO_AGG.index("sm_fill")] / 100.0)
     X = _empty_rows(n * k, out)
     for i in range(k):
         rows = X[i * n : (i + 1) * n]
@@ -157,7 +162,20 @@ def _full_finite_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -
         for j in others:  # ε > 0 and finite waits: every share is finite
             load += busy_fill[j] * (2 * (u[j] + SHARE_EPS_US) / (u[i] + u[j] + 2 * SHARE_EPS_US))
         rows[:, _N_OWN + _N_AGG + 1] = load * np.minimum(1.0, V[i, :, BASE.index("busy")])
+        rows[:, _N_OWN + _N_AGG + 2] = _wait_cross([u[j] for j in others], [busy[j] for j in others], n)
     return X, np.tile(np.arange(n), k), np.repeat(np.arange(k), n)
+
+
+def _wait_cross(u: list[np.ndarray], busy: list[np.ndarray], n: int) -> np.ndarray:
+    """``mps_wait_cross_us`` of one slot from its co-runners' u and busy vectors, in slot order (module doc)."""
+    cross = np.zeros(n)
+    for k in range(len(u)):
+        third = np.zeros(n)
+        for m in range(len(u)):
+            if m != k:
+                third += busy[m]
+        cross += u[k] * third
+    return cross
 
 
 def feature_columns(P: np.ndarray, sets: np.ndarray, names: Sequence[str], exact: Sequence[str] = (),
@@ -218,6 +236,9 @@ class _SlotColumns:
             return self.base(BASE.index(name[2:]), i)
         if name == "n_jobs":
             return float(self.k)
+        if name == "mps_wait_cross_us":
+            u, busy = BASE.index("busy_mps_wait_us"), BASE.index("busy")
+            return _wait_cross([self.base(u, j) for j in others], [self.base(busy, j) for j in others], len(self.sets))
         if name == "mps_share_load":
             u, busy, fill = (BASE.index(b) for b in ("busy_mps_wait_us", "busy", "sm_fill"))
             load = np.zeros(len(self.sets))
@@ -291,6 +312,11 @@ def _any_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -> tuple[
             term = busy_fill[j, m] * np.where(np.isnan(share), 1.0, share)
             load += np.nan_to_num(term)
         rows[:, _N_OWN + _N_AGG + 1] = load * np.minimum(1.0, V[i, m, BASE.index("busy")])
+        busy = C[..., CO_AGG.index("busy")]
+        present = [valid[m, j] for j in others]  # the co-runner slots each set fills
+        rows[:, _N_OWN + _N_AGG + 2] = _wait_cross([np.where(p, u[j, m], 0.0) for j, p in zip(others, present)],
+                                                   [np.where(p, busy[j, m], 0.0) for j, p in zip(others, present)],
+                                                   int(counts[i]))
         set_of.append(np.flatnonzero(valid[:, i]))
         pos_of.append(np.full(int(counts[i]), i))
     return X, np.concatenate(set_of), np.concatenate(pos_of)

@@ -33,7 +33,7 @@ from .features import FEATURES, MONOTONE_INCREASING
 from .sources import model_features_for
 
 MANIFEST_SCHEMA = "colopred.model"
-MANIFEST_VERSION = 7  # the history of versions is in docs/history.md
+MANIFEST_VERSION = 8  # the history of versions is in docs/history.md
 MODEL_PARTS = ("point", "interval")
 DEFAULT_MODEL_STEM = "h100"
 
