@@ -10,7 +10,9 @@ their slowdown in a triple exceeds the sum of their pair excesses, the more so t
 here multiplies co-runner k's wait u_k by a factor q_k ≥ 1 that a physical argument fixes, then everything else is the
 shipped design (terms W·φ_j and W·(1 − φ_j) beside L, coefficients by NNLS, the shipped trees on log(s / s_base)):
 
-- ``shipped``: q_k = 1.
+- ``shipped``: q_k = 1 + λ · (1 − busy_j) · Σ_{l≠j,k} busy_l (λ = ``MPS_WAIT_CROSS_SCALE``: ``stretch`` without the fill,
+  weighted as ``mg1_idle``; shipped since 2026-11-25). It was q_k = 1 when the figures of ``reports/h100/mps_queueing``
+  were measured, and every variant below was compared with that.
 - ``mg1_fill``: q_k = 1 + ρ, ρ = Σ_{k'≠j} busy_k' · fill_k' (the co-runners' GPU demand, whole GPUs; fill = SM fill).
   The M/G/1 (Pollaczek-Khinchine) wait is ρ · residual / (1 − ρ); W is its numerator, and 1 + ρ is the factor's
   first order, the only one that stays finite past saturation (ρ ≥ 1 in most triples). No constant.
@@ -66,7 +68,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from colopred.constants import TREE_PARAMS, WAIT_BUSY_GATE_EXPONENT  # noqa: E402
+from colopred.constants import MPS_WAIT_CROSS_SCALE, TREE_PARAMS, WAIT_BUSY_GATE_EXPONENT  # noqa: E402
 from colopred.research.dataset import load_dataset  # noqa: E402
 from colopred.research.evaluation import splits  # noqa: E402
 from colopred.research.noise import HOST_BOUND_BUSY  # noqa: E402
@@ -137,7 +139,11 @@ def wait_factors(variant: str, co: np.ndarray, own_busy: np.ndarray, own_fill_pc
     f0 = np.where(present, f, 0.0)
     rho = f0.sum(axis=1, keepdims=True)
     one = np.where(present, 1.0, np.nan)
-    if variant == "shipped" or variant in GATED:
+    if variant == "shipped":  # baseline.wait_load: each co-runner's wait stretched by the others, for an idle target
+        b0 = np.where(present, np.clip(busy, 0.0, 1.0), 0.0)
+        idle = (1.0 - np.clip(own_busy, 0.0, 1.0))[:, None]
+        return one * (1.0 + MPS_WAIT_CROSS_SCALE * idle * (b0.sum(axis=1, keepdims=True) - b0))
+    if variant in GATED:
         return one
     if variant == "mg1_fill":
         return one * (1.0 + rho)
