@@ -274,7 +274,8 @@ def _any_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -> tuple[
     high = np.where(isnan, np.inf, C)
     # baseline.contention_load(kind="mps_share"): Σ_k busy_k · fill_k · 2(u_k + ε)/(u_j + u_k + 2ε) · min(1, busy_j)
     u = C[..., CO_AGG.index("busy_mps_wait_us")]  # k x n
-    busy_fill = C[..., CO_AGG.index("busy")] * np.nan_to_num(C[..., CO_AGG.index("sm_fill")] / 100.0, nan=1.0)
+    busy = C[..., CO_AGG.index("busy")]
+    busy_fill = busy * np.nan_to_num(C[..., CO_AGG.index("sm_fill")] / 100.0, nan=1.0)
     counts = valid.sum(axis=0)
     X = _empty_rows(int(counts.sum()), out)
     set_of, pos_of, start = [], [], 0
@@ -312,7 +313,6 @@ def _any_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -> tuple[
             term = busy_fill[j, m] * np.where(np.isnan(share), 1.0, share)
             load += np.nan_to_num(term)
         rows[:, _N_OWN + _N_AGG + 1] = load * np.minimum(1.0, V[i, m, BASE.index("busy")])
-        busy = C[..., CO_AGG.index("busy")]
         present = [valid[m, j] for j in others]  # the co-runner slots each set fills
         rows[:, _N_OWN + _N_AGG + 2] = _wait_cross([np.where(p, u[j, m], 0.0) for j, p in zip(others, present)],
                                                    [np.where(p, busy[j, m], 0.0) for j, p in zip(others, present)],
