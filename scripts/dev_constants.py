@@ -69,11 +69,11 @@ def main() -> int:
     base = rows.drop(columns=[c for c in features.FEATURES if c != "n_jobs" and c in rows])
     mps_base = base[base["mode"] == "mps"]
 
-    def dev_mape(mode: str, params: dict | None = None, df=None) -> float:
+    def dev_mape(mode: str, params: dict | None = None, df=None, kind: str = "leave-arch") -> float:
         df = rows if df is None else df
         df = df[df["mode"] == mode].reset_index(drop=True)
         s = df["slowdown"].to_numpy()
-        return float(np.mean([mape_pct(s, out_of_sample(df, "leave-arch", params={**(params or {}), "random_state": k}))
+        return float(np.mean([mape_pct(s, out_of_sample(df, kind, params={**(params or {}), "random_state": k}))
                               for k in range(a.seeds)]))
 
     def show(name: str, values, scores, shipped) -> None:
@@ -131,10 +131,7 @@ def main() -> int:
         for mode in ("mps", "timeslice"):
             for v in GRIDS["cross"]:
                 baseline.MPS_WAIT_CROSS_SCALE = v
-                df = rows[rows["mode"] == mode].reset_index(drop=True)
-                s = df["slowdown"].to_numpy()
-                scores = [float(np.mean([mape_pct(s, out_of_sample(df, kind, params={"random_state": k})) for k in range(a.seeds)]))
-                          for kind in LOCKED_KINDS]
+                scores = [dev_mape(mode, kind=kind) for kind in LOCKED_KINDS]
                 print(f"  cross {mode:<9} {v!s:<5} " + "  ".join(f"{kind} {m:6.2f}%" for kind, m in zip(LOCKED_KINDS, scores))
                       + (" *" if v == shipped else ""), flush=True)
         baseline.MPS_WAIT_CROSS_SCALE = shipped

@@ -90,7 +90,7 @@ def profiling_cost_table(root: str | Path) -> pd.DataFrame:
     gpm = gpm_costs(load_profiles_dir(root / "profiles" / "nvml"))
     t = ncu.join(gpm, how="outer").join(timeline_costs(root / "timelines" / "launch"), how="left").sort_index()
     t["ncu_total_s"] = t["timing_run_s"] + t["ncu_run_s"]
-    traced = t.index.isin(sorted(gpm_traced(root / "profiling_cost")))
+    traced = t.index.isin(list(gpm_traced(root / "profiling_cost")))
     t["gpm_total_s"] = t["gpm_s"] + t["timeline_s"].where(~traced, 0.0)
     t["ncu_over_gpm"] = t["ncu_total_s"] / t["gpm_total_s"]
     return t[["timing_run_s", "ncu_run_s", "ncu_total_s", "gpm_s", "gpm_sampled_s", "timeline_s", "gpm_total_s",

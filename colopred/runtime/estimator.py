@@ -130,8 +130,10 @@ def compose(base: np.ndarray, f: np.ndarray, offset: float | np.ndarray) -> np.n
     measured interference of saturating jobs does (``docs/model.md``, "The trees"). Never below
     ``constants.SLOWDOWN_FLOOR``: sharing the GPU does not speed a job up."""
     if np.isscalar(offset) and offset == 1.0:
-        return np.maximum(base * np.exp(f), SLOWDOWN_FLOOR)
-    return np.maximum((1.0 - offset) + (base - 1.0 + offset) * np.exp(f), SLOWDOWN_FLOOR)
+        s = base * np.exp(f)
+    else:
+        s = (1.0 - offset) + (base - 1.0 + offset) * np.exp(f)
+    return np.maximum(s, SLOWDOWN_FLOOR)
 
 
 def _compose_objective(base: np.ndarray, offset: float | np.ndarray):
