@@ -202,6 +202,51 @@ class SqueezeNet(nn.Module):
         return torch.flatten(F.adaptive_avg_pool2d(self.classifier(self.features(x)), 1), 1)
 
 
+class Inception(nn.Module):
+    """GoogLeNet's inception module: 1x1, 1x1→3x3, 1x1→3x3 (the torchvision variant of the 5x5 branch) and
+    3x3 max pool→1x1 branches side by side, concatenated along channels; convolutions with batch norm."""
+
+    def __init__(self, cin, c1, c3r, c3, c5r, c5, pool):
+        super().__init__()
+        self.b1 = _conv_bn(cin, c1, 1)
+        self.b2 = nn.Sequential(_conv_bn(cin, c3r, 1), _conv_bn(c3r, c3))
+        self.b3 = nn.Sequential(_conv_bn(cin, c5r, 1), _conv_bn(c5r, c5))
+        self.b4 = nn.Sequential(nn.MaxPool2d(3, 1, 1, ceil_mode=True), _conv_bn(cin, pool, 1))
+
+    def forward(self, x):
+        return torch.cat([self.b1(x), self.b2(x), self.b3(x), self.b4(x)], 1)
+
+
+class GoogLeNet(nn.Module):
+    """GoogLeNet (Szegedy et al., 2015) with batch norm, without the auxiliary classifiers: a 7x7 stem, nine
+    inception modules in three stages between max pools, global average pooling, dropout and a linear classifier.
+    ``stages``: the modules' (c1, c3r, c3, c5r, c5, pool) widths per stage."""
+
+    V1 = (((64, 96, 128, 16, 32, 32), (128, 128, 192, 32, 96, 64)),
+          ((192, 96, 208, 16, 48, 64), (160, 112, 224, 24, 64, 64), (128, 128, 256, 24, 64, 64),
+           (112, 144, 288, 32, 64, 64), (256, 160, 320, 32, 128, 128)),
+          ((256, 160, 320, 32, 128, 128), (384, 192, 384, 48, 128, 128)))
+
+    def __init__(self, num_classes=1000, stem=(64, 64, 192), stages=V1):
+        super().__init__()
+        a, b, c = stem
+        layers = [_conv_bn(3, a, 7, 2), nn.MaxPool2d(3, 2, ceil_mode=True), _conv_bn(a, b, 1), _conv_bn(b, c),
+                  nn.MaxPool2d(3, 2, ceil_mode=True)]
+        cin = c
+        for i, stage in enumerate(stages):
+            for w in stage:
+                layers.append(Inception(cin, *w))
+                cin = w[0] + w[2] + w[4] + w[5]
+            if i < len(stages) - 1:
+                layers.append(nn.MaxPool2d(3, 2, ceil_mode=True))
+        self.features = nn.Sequential(*layers)
+        self.drop = nn.Dropout(0.2)
+        self.fc = nn.Linear(cin, num_classes)
+
+    def forward(self, x):
+        return self.fc(self.drop(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1)))
+
+
 def _channel_shuffle(x, groups=2):
     b, c, h, w = x.shape
     return x.view(b, groups, c // groups, h, w).transpose(1, 2).reshape(b, c, h, w)
@@ -509,3 +554,90 @@ class GIN(nn.Module):
         pooled = torch.zeros(n_graphs, h.shape[1], dtype=h.dtype, device=h.device).index_add_(0, graph_of, h)
         counts = torch.bincount(graph_of, minlength=n_graphs).clamp_(min=1).unsqueeze(1)
         return self.head(pooled / counts).squeeze(1)
+
+
+# --------------------------------------------------------------------------- point clouds
+def _conv1d_bn(cin, cout):
+    return nn.Sequential(nn.Conv1d(cin, cout, 1, bias=False), nn.BatchNorm1d(cout), nn.ReLU(inplace=True))
+
+
+def _fc_bn(cin, cout):
+    return nn.Sequential(nn.Linear(cin, cout, bias=False), nn.BatchNorm1d(cout), nn.ReLU(inplace=True))
+
+
+class TNet(nn.Module):
+    """PointNet's alignment network: a shared per-point MLP, max over points, an MLP to a k x k matrix added to
+    the identity (so it starts as the identity transform)."""
+
+    def __init__(self, k, widths=(64, 128, 1024), fc=(512, 256)):
+        super().__init__()
+        dims = (k, *widths)
+        self.point_mlp = nn.Sequential(*[_conv1d_bn(a, b) for a, b in zip(dims, dims[1:])])
+        fdims = (widths[-1], *fc)
+        self.fc = nn.Sequential(*[_fc_bn(a, b) for a, b in zip(fdims, fdims[1:])], nn.Linear(fc[-1], k * k))
+        nn.init.zeros_(self.fc[-1].weight)
+        nn.init.zeros_(self.fc[-1].bias)
+        self.k = k
+
+    def forward(self, x):
+        m = self.fc(self.point_mlp(x).amax(2)).view(-1, self.k, self.k)
+        return m + torch.eye(self.k, dtype=m.dtype, device=m.device)
+
+
+class PointNet(nn.Module):
+    """PointNet classifier (Qi et al., 2017) on N x 3 x points clouds: input and feature alignment networks
+    (:class:`TNet`, applied by batched matrix products), shared per-point MLPs as 1x1 1-D convolutions with batch
+    norm, a symmetric max over points, and an MLP with dropout to class scores. Returns (scores, feature transform):
+    training adds the feature transform's orthogonality penalty ‖I − AAᵀ‖² to the loss."""
+
+    def __init__(self, num_classes=40, widths=(64, 128, 1024), fc=(512, 256)):
+        super().__init__()
+        self.input_tnet = TNet(3, widths, fc)
+        self.mlp1 = nn.Sequential(_conv1d_bn(3, widths[0]), _conv1d_bn(widths[0], widths[0]))
+        self.feature_tnet = TNet(widths[0], widths, fc)
+        self.mlp2 = nn.Sequential(_conv1d_bn(widths[0], widths[0]), _conv1d_bn(widths[0], widths[1]),
+                                  nn.Conv1d(widths[1], widths[2], 1, bias=False), nn.BatchNorm1d(widths[2]))
+        self.head = nn.Sequential(_fc_bn(widths[2], fc[0]), _fc_bn(fc[0], fc[1]), nn.Dropout(0.3),
+                                  nn.Linear(fc[1], num_classes))
+        self.classes = num_classes
+
+    def forward(self, points):
+        x = torch.bmm(self.input_tnet(points).transpose(1, 2), points)
+        x = self.mlp1(x)
+        a = self.feature_tnet(x)
+        x = torch.bmm(a.transpose(1, 2), x)
+        return self.head(self.mlp2(x).amax(2)), a
+
+
+# --------------------------------------------------------------------------- generative models
+class ConvVAE(nn.Module):
+    """Convolutional variational autoencoder (Kingma & Welling, 2014) for 64x64 images: four stride-2 4x4
+    convolutions with batch norm and leaky ReLU down to 4x4, linear maps to the latent mean and log-variance, a
+    reparameterised sample, and the mirror decoder of transposed convolutions to a sigmoid image. Returns
+    (reconstruction, mean, log-variance)."""
+
+    def __init__(self, widths=(32, 64, 128, 256), latent=128, size=64):
+        super().__init__()
+        enc, cin = [], 3
+        for w in widths:
+            enc += [nn.Conv2d(cin, w, 4, 2, 1, bias=False), nn.BatchNorm2d(w), nn.LeakyReLU(0.2, inplace=True)]
+            cin = w
+        self.encoder = nn.Sequential(*enc)
+        self.side = size // 2 ** len(widths)
+        flat = widths[-1] * self.side * self.side
+        self.mean = nn.Linear(flat, latent)
+        self.logvar = nn.Linear(flat, latent)
+        self.expand = nn.Linear(latent, flat)
+        dec, rev = [], widths[::-1]
+        for a, b in zip(rev, rev[1:]):
+            dec += [nn.ConvTranspose2d(a, b, 4, 2, 1, bias=False), nn.BatchNorm2d(b), nn.ReLU(inplace=True)]
+        dec += [nn.ConvTranspose2d(rev[-1], 3, 4, 2, 1), nn.Sigmoid()]
+        self.decoder = nn.Sequential(*dec)
+        self.widths, self.size = widths, size
+
+    def forward(self, x):
+        h = torch.flatten(self.encoder(x), 1)
+        mean, logvar = self.mean(h), self.logvar(h)
+        z = mean + torch.randn_like(mean) * torch.exp(0.5 * logvar)
+        y = self.expand(z).view(-1, self.widths[-1], self.side, self.side)
+        return self.decoder(y), mean, logvar

@@ -18,9 +18,9 @@ RESERVED_PATTERN = re.compile(r"densenet|vit|bert|mobilenet_?v3|efficientnet", r
 @dataclass(frozen=True)
 class Arch:
     name: str
-    family: str  # cnn | transformer | recsys | rnn | tcn | segmentation | gnn
+    family: str  # cnn | transformer | recsys | rnn | tcn | segmentation | gnn | pointcloud | generative
     default_optimizer: str
-    input_kind: str  # image | tokens | seq2seq | recsys | segmentation | graph
+    input_kind: str  # image | tokens | seq2seq | recsys | segmentation | graph | points | reconstruction
     build: Callable[[bool], Any]  # tiny -> nn.Module
     note: str = ""
 
@@ -51,6 +51,9 @@ def _archs() -> dict[str, Arch]:
         Arch("gin", "gnn", "adamw", "graph", tiny_or(lambda: m.GIN(), lambda: m.GIN(node_features=8, hidden=16, layers=2))),
         Arch("squeezenet", "cnn", "sgd", "image", tiny_or(lambda: m.SqueezeNet(), lambda: m.SqueezeNet(10, 8, ((4, 8), (4, 8), (8, 16), (8, 16))))),
         Arch("tcn_lm", "tcn", "sgd", "tokens", tiny_or(lambda: m.TCNLanguageModel(), lambda: m.TCNLanguageModel(vocab=128, d=32, levels=2))),
+        Arch("googlenet", "cnn", "sgd", "image", tiny_or(lambda: m.GoogLeNet(), lambda: m.GoogLeNet(10, (8, 8, 16), (((4, 4, 8, 2, 4, 4),), ((8, 4, 8, 2, 4, 4),))))),
+        Arch("pointnet", "pointcloud", "adamw", "points", tiny_or(lambda: m.PointNet(), lambda: m.PointNet(4, (8, 16, 32), (16, 8)))),
+        Arch("vae", "generative", "adamw", "reconstruction", tiny_or(lambda: m.ConvVAE(), lambda: m.ConvVAE((8, 16), 8, 16))),
     ]
     return {a.name: a for a in archs}
 
@@ -70,11 +73,12 @@ def architectures() -> dict[str, Arch]:
 ARCH_NAMES = (
     "resnet18", "resnet50", "se_resnet50", "vgg16", "vgg11", "alexnet", "regnetx_400mf", "convnext_tiny",
     "mobilenet_v2", "shufflenet_v2", "gpt2_small", "transformer_seq2seq", "lstm_lm", "dlrm",
-    "wide_deep", "unet", "gin", "squeezenet", "tcn_lm",
+    "wide_deep", "unet", "gin", "squeezenet", "tcn_lm", "googlenet", "pointnet", "vae",
 )
 ARCH_FAMILY = {
     "gpt2_small": "transformer", "transformer_seq2seq": "transformer", "lstm_lm": "rnn", "dlrm": "recsys",
     "wide_deep": "recsys", "unet": "segmentation", "gin": "gnn", "tcn_lm": "tcn",
+    "pointnet": "pointcloud", "vae": "generative",
 }
 SEQ_LEN = {"gpt2_small": 256, "transformer_seq2seq": 128, "lstm_lm": 35, "tcn_lm": 128}
 PRECISIONS = ("fp32", "bf16")
@@ -82,9 +86,11 @@ OPTIMIZERS = ("sgd", "adamw", "adagrad")
 
 
 def default_optimizer(arch: str) -> str:
-    """AdamW for transformers, ConvNeXt, U-Net and graph networks, Adagrad for the recommenders, SGD with momentum otherwise."""
+    """AdamW for transformers, ConvNeXt, U-Net, graph, point-cloud and generative networks, Adagrad for the
+    recommenders, SGD with momentum otherwise."""
     family = ARCH_FAMILY.get(arch, "cnn")
-    return {"transformer": "adamw", "recsys": "adagrad", "segmentation": "adamw", "gnn": "adamw"}.get(
+    return {"transformer": "adamw", "recsys": "adagrad", "segmentation": "adamw", "gnn": "adamw",
+            "pointcloud": "adamw", "generative": "adamw"}.get(
         family, "adamw" if arch == "convnext_tiny" else "sgd")
 
 

@@ -17,6 +17,11 @@ TINY_IMAGE_SIZE = 64
 # a chain of NODES_PER_GRAPH nodes plus CHORDS_PER_GRAPH random extra bonds, both directions.
 NODES_PER_GRAPH = 26
 CHORDS_PER_GRAPH = 3
+# Point-cloud jobs (pointnet): ModelNet40's usual 1,024 points per shape.
+POINTS_PER_CLOUD = 1024
+TINY_POINTS_PER_CLOUD = 64
+# PointNet's weight on the feature transform's orthogonality penalty (Qi et al., 2017, section C).
+POINTNET_ORTHO_WEIGHT = 1e-3
 
 
 def molecule_batch(n_graphs: int, features: int, device, generator: torch.Generator | None = None):
@@ -198,6 +203,25 @@ def build(spec: JobSpec, device: str | torch.device = "cuda", *, tiny: bool = Fa
         y = torch.randint(0, 2, (b,), device=device).float()
         next_batch = lambda: ((x, edges, graph_of, b), y)  # noqa: E731
         loss = lambda out, t: F.binary_cross_entropy_with_logits(out.float(), t)  # noqa: E731
+    elif arch.input_kind == "points":
+        n = TINY_POINTS_PER_CLOUD if tiny else POINTS_PER_CLOUD
+        pts = torch.randn(b, 3, n, device=device)
+        y = torch.randint(0, model.classes, (b,), device=device)
+        next_batch = lambda: ((pts,), y)  # noqa: E731
+
+        def loss(out, t):
+            scores, a = out
+            eye = torch.eye(a.shape[1], device=a.device)
+            ortho = (eye - torch.bmm(a, a.transpose(1, 2))).float().pow(2).sum((1, 2)).mean()
+            return F.cross_entropy(scores.float(), t) + POINTNET_ORTHO_WEIGHT * ortho
+    elif arch.input_kind == "reconstruction":
+        x = torch.rand(b, 3, model.size, model.size, device=device)
+        next_batch = lambda: ((x,), x)  # noqa: E731
+
+        def loss(out, t):
+            recon, mean, logvar = (o.float() for o in out)
+            kl = -0.5 * (1 + logvar - mean.pow(2) - logvar.exp()).sum(1)
+            return (F.mse_loss(recon, t, reduction="none").sum((1, 2, 3)) + kl).mean()
     else:  # pragma: no cover - registry guards this
         raise ValueError(arch.input_kind)
     return TrainingJob(spec, model, opt, device, next_batch, loss, loader_iter)
