@@ -585,7 +585,7 @@ class TNet(nn.Module):
 
 
 class PointNet(nn.Module):
-    """PointNet classifier (Qi et al., 2017) on N x 3 x points clouds: input and feature alignment networks
+    """PointNet classifier (Qi et al., 2017) on N x 3 x P point clouds: input and feature alignment networks
     (:class:`TNet`, applied by batched matrix products), shared per-point MLPs as 1x1 1-D convolutions with batch
     norm, a symmetric max over points, and an MLP with dropout to class scores. Returns (scores, feature transform):
     training adds the feature transform's orthogonality penalty ‖I − AAᵀ‖² to the loss."""
