@@ -152,3 +152,21 @@ def test_pinned_pool_runs_each_worker_on_its_own_cpus_and_records_it(tmp_path):
     assert seen == want
     w = read_windows(tmp_path / "c")
     assert set(w["status"]) == {"ok"} and w["pin_cpus"].all()
+
+
+def test_pointnet_and_vae_outputs_feed_their_losses():
+    """PointNet's alignment networks start as the identity (zero-initialised last layer), so its orthogonality
+    penalty starts at 0 and the loss is the classification loss alone; the VAE reconstructs an image of the input's
+    shape, and its loss (reconstruction + KL) is positive."""
+    import torch.nn.functional as F
+
+    pn = build(JobSpec.parse("pointnet-b4-fp32"), "cpu", tiny=True)
+    pts, y = pn._next_batch()
+    scores, a = pn.model(*pts)
+    assert torch.allclose(a, torch.eye(a.shape[1]).expand_as(a))
+    assert torch.isclose(pn._loss((scores, a), y), F.cross_entropy(scores, y))
+    vae = build(JobSpec.parse("vae-b4-fp32"), "cpu", tiny=True)
+    (x,), target = vae._next_batch()
+    recon, mean, logvar = vae.model(x)
+    assert recon.shape == x.shape and mean.shape == logvar.shape
+    assert vae._loss((recon, mean, logvar), target) > 0
