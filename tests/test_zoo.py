@@ -11,7 +11,7 @@ from colopred.measurement.harness.campaign import Campaign  # noqa: E402
 from colopred.measurement.harness.gpu_pool import GpuWorkerPool  # noqa: E402
 from colopred.measurement.harness.plan import CampaignConfig  # noqa: E402
 from colopred.measurement.harness.reader import read_windows, slowdown_table  # noqa: E402
-from colopred.measurement.zoo.registry import ARCH_NAMES, JobSpec, parse_jobs  # noqa: E402
+from colopred.measurement.zoo.registry import ARCH_NAMES, JobSpec, architectures, parse_jobs  # noqa: E402
 from colopred.measurement.zoo.training import build  # noqa: E402
 
 
@@ -23,6 +23,11 @@ def test_every_architecture_takes_a_training_step(arch):
     assert torch.isfinite(loss)
     changed = any(not torch.equal(b, p) for b, p in zip(before, job.model.parameters()))
     assert changed, "the optimizer step changed no parameter"
+
+
+def test_the_torch_free_name_list_is_the_zoo():
+    """ARCH_NAMES (checked without importing torch) lists exactly the built architectures, in the same order."""
+    assert tuple(architectures()) == ARCH_NAMES
 
 
 def test_bf16_and_loader_variants():

@@ -18,11 +18,18 @@ RESERVED_PATTERN = re.compile(r"densenet|vit|bert|mobilenet_?v3|efficientnet", r
 @dataclass(frozen=True)
 class Arch:
     name: str
-    family: str  # cnn | transformer | recsys | rnn | tcn | segmentation | gnn | pointcloud | generative
-    default_optimizer: str
     input_kind: str  # image | tokens | seq2seq | recsys | segmentation | graph | points | reconstruction
     build: Callable[[bool], Any]  # tiny -> nn.Module
     note: str = ""
+
+    @property
+    def family(self) -> str:
+        """cnn | transformer | recsys | rnn | tcn | segmentation | gnn | pointcloud | generative (``ARCH_FAMILY``)."""
+        return ARCH_FAMILY.get(self.name, "cnn")
+
+    @property
+    def default_optimizer(self) -> str:
+        return default_optimizer(self.name)
 
 
 def _archs() -> dict[str, Arch]:
@@ -32,28 +39,28 @@ def _archs() -> dict[str, Arch]:
         return lambda t: tiny() if t else full()
 
     archs = [
-        Arch("resnet18", "cnn", "sgd", "image", tiny_or(lambda: m.ResNet(m.BasicBlock, (2, 2, 2, 2)), lambda: m.ResNet(m.BasicBlock, (1, 1, 1, 1), 10, widths=(8, 16, 32, 64)))),
-        Arch("resnet50", "cnn", "sgd", "image", tiny_or(lambda: m.ResNet(m.Bottleneck, (3, 4, 6, 3)), lambda: m.ResNet(m.Bottleneck, (1, 1, 1, 1), 10, widths=(8, 16, 32, 64)))),
-        Arch("se_resnet50", "cnn", "sgd", "image", tiny_or(lambda: m.ResNet(m.Bottleneck, (3, 4, 6, 3), se=True), lambda: m.ResNet(m.Bottleneck, (1, 1, 1, 1), 10, se=True, widths=(8, 16, 32, 64)))),
-        Arch("vgg16", "cnn", "sgd", "image", tiny_or(lambda: m.vgg(), lambda: m.vgg((8, "M", 16, "M", 32, "M"), 10, hidden=32, pool=1))),
-        Arch("vgg11", "cnn", "sgd", "image", tiny_or(lambda: m.vgg((64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")), lambda: m.vgg((8, "M", 16, "M"), 10, hidden=32, pool=1))),
-        Arch("alexnet", "cnn", "sgd", "image", tiny_or(lambda: m.AlexNet(), lambda: m.AlexNet(10, hidden=32, pool=1))),
-        Arch("regnetx_400mf", "cnn", "sgd", "image", tiny_or(lambda: m.RegNetX(), lambda: m.RegNetX((1, 1, 1, 1), (16, 32, 32, 64), 16, 10))),
-        Arch("convnext_tiny", "cnn", "adamw", "image", tiny_or(lambda: m.ConvNeXt(), lambda: m.ConvNeXt((1, 1, 1, 1), (16, 32, 64, 128), 10))),
-        Arch("mobilenet_v2", "cnn", "sgd", "image", tiny_or(lambda: m.MobileNetV2(), lambda: m.MobileNetV2(10))),
-        Arch("shufflenet_v2", "cnn", "sgd", "image", tiny_or(lambda: m.ShuffleNetV2(), lambda: m.ShuffleNetV2((16, 32, 64), (1, 1, 1), 10))),
-        Arch("gpt2_small", "transformer", "adamw", "tokens", tiny_or(lambda: m.GPT(), lambda: m.GPT(vocab=128, seq=16, d=32, layers=2, heads=2))),
-        Arch("transformer_seq2seq", "transformer", "adamw", "seq2seq", tiny_or(lambda: m.Seq2SeqTransformer(), lambda: m.Seq2SeqTransformer(vocab=128, d=32, layers=1, heads=2, ff=64))),
-        Arch("lstm_lm", "rnn", "sgd", "tokens", tiny_or(lambda: m.LSTMLanguageModel(), lambda: m.LSTMLanguageModel(vocab=128, d=32))),
-        Arch("dlrm", "recsys", "adagrad", "recsys", tiny_or(lambda: m.DLRM(), lambda: m.DLRM(tables=4, rows=100, d=8, bottom=(16,), top=(16,)))),
-        Arch("wide_deep", "recsys", "adagrad", "recsys", tiny_or(lambda: m.WideAndDeep(), lambda: m.WideAndDeep(tables=4, rows=100, d=8, deep=(16,)))),
-        Arch("unet", "segmentation", "adamw", "segmentation", tiny_or(lambda: m.UNet(), lambda: m.UNet(classes=4, widths=(8, 16, 32, 64)))),
-        Arch("gin", "gnn", "adamw", "graph", tiny_or(lambda: m.GIN(), lambda: m.GIN(node_features=8, hidden=16, layers=2))),
-        Arch("squeezenet", "cnn", "sgd", "image", tiny_or(lambda: m.SqueezeNet(), lambda: m.SqueezeNet(10, 8, ((4, 8), (4, 8), (8, 16), (8, 16))))),
-        Arch("tcn_lm", "tcn", "sgd", "tokens", tiny_or(lambda: m.TCNLanguageModel(), lambda: m.TCNLanguageModel(vocab=128, d=32, levels=2))),
-        Arch("googlenet", "cnn", "sgd", "image", tiny_or(lambda: m.GoogLeNet(), lambda: m.GoogLeNet(10, (8, 8, 16), (((4, 4, 8, 2, 4, 4),), ((8, 4, 8, 2, 4, 4),))))),
-        Arch("pointnet", "pointcloud", "adamw", "points", tiny_or(lambda: m.PointNet(), lambda: m.PointNet(4, (8, 16, 32), (16, 8)))),
-        Arch("vae", "generative", "adamw", "reconstruction", tiny_or(lambda: m.ConvVAE(), lambda: m.ConvVAE((8, 16), 8, 16))),
+        Arch("resnet18", "image", tiny_or(lambda: m.ResNet(m.BasicBlock, (2, 2, 2, 2)), lambda: m.ResNet(m.BasicBlock, (1, 1, 1, 1), 10, widths=(8, 16, 32, 64)))),
+        Arch("resnet50", "image", tiny_or(lambda: m.ResNet(m.Bottleneck, (3, 4, 6, 3)), lambda: m.ResNet(m.Bottleneck, (1, 1, 1, 1), 10, widths=(8, 16, 32, 64)))),
+        Arch("se_resnet50", "image", tiny_or(lambda: m.ResNet(m.Bottleneck, (3, 4, 6, 3), se=True), lambda: m.ResNet(m.Bottleneck, (1, 1, 1, 1), 10, se=True, widths=(8, 16, 32, 64)))),
+        Arch("vgg16", "image", tiny_or(lambda: m.vgg(), lambda: m.vgg((8, "M", 16, "M", 32, "M"), 10, hidden=32, pool=1))),
+        Arch("vgg11", "image", tiny_or(lambda: m.vgg((64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")), lambda: m.vgg((8, "M", 16, "M"), 10, hidden=32, pool=1))),
+        Arch("alexnet", "image", tiny_or(lambda: m.AlexNet(), lambda: m.AlexNet(10, hidden=32, pool=1))),
+        Arch("regnetx_400mf", "image", tiny_or(lambda: m.RegNetX(), lambda: m.RegNetX((1, 1, 1, 1), (16, 32, 32, 64), 16, 10))),
+        Arch("convnext_tiny", "image", tiny_or(lambda: m.ConvNeXt(), lambda: m.ConvNeXt((1, 1, 1, 1), (16, 32, 64, 128), 10))),
+        Arch("mobilenet_v2", "image", tiny_or(lambda: m.MobileNetV2(), lambda: m.MobileNetV2(10))),
+        Arch("shufflenet_v2", "image", tiny_or(lambda: m.ShuffleNetV2(), lambda: m.ShuffleNetV2((16, 32, 64), (1, 1, 1), 10))),
+        Arch("gpt2_small", "tokens", tiny_or(lambda: m.GPT(), lambda: m.GPT(vocab=128, seq=16, d=32, layers=2, heads=2))),
+        Arch("transformer_seq2seq", "seq2seq", tiny_or(lambda: m.Seq2SeqTransformer(), lambda: m.Seq2SeqTransformer(vocab=128, d=32, layers=1, heads=2, ff=64))),
+        Arch("lstm_lm", "tokens", tiny_or(lambda: m.LSTMLanguageModel(), lambda: m.LSTMLanguageModel(vocab=128, d=32))),
+        Arch("dlrm", "recsys", tiny_or(lambda: m.DLRM(), lambda: m.DLRM(tables=4, rows=100, d=8, bottom=(16,), top=(16,)))),
+        Arch("wide_deep", "recsys", tiny_or(lambda: m.WideAndDeep(), lambda: m.WideAndDeep(tables=4, rows=100, d=8, deep=(16,)))),
+        Arch("unet", "segmentation", tiny_or(lambda: m.UNet(), lambda: m.UNet(classes=4, widths=(8, 16, 32, 64)))),
+        Arch("gin", "graph", tiny_or(lambda: m.GIN(), lambda: m.GIN(node_features=8, hidden=16, layers=2))),
+        Arch("squeezenet", "image", tiny_or(lambda: m.SqueezeNet(), lambda: m.SqueezeNet(10, 8, ((4, 8), (4, 8), (8, 16), (8, 16))))),
+        Arch("tcn_lm", "tokens", tiny_or(lambda: m.TCNLanguageModel(), lambda: m.TCNLanguageModel(vocab=128, d=32, levels=2))),
+        Arch("googlenet", "image", tiny_or(lambda: m.GoogLeNet(), lambda: m.GoogLeNet(10, (8, 8, 16), (((4, 4, 8, 2, 4, 4),), ((8, 4, 8, 2, 4, 4),))))),
+        Arch("pointnet", "points", tiny_or(lambda: m.PointNet(), lambda: m.PointNet(4, (8, 16, 32), (16, 8)))),
+        Arch("vae", "reconstruction", tiny_or(lambda: m.ConvVAE(), lambda: m.ConvVAE((8, 16), 8, 16))),
     ]
     return {a.name: a for a in archs}
 
