@@ -175,3 +175,30 @@ def test_pointnet_and_vae_outputs_feed_their_losses():
     recon, mean, logvar = vae.model(x)
     assert recon.shape == x.shape and mean.shape == logvar.shape
     assert vae._loss((recon, mean, logvar), target) > 0
+
+
+def test_s4d_language_model_is_causal():
+    """The FFT convolution is zero-padded to twice the length, so output t sees tokens up to t only: changing the
+    last token leaves every earlier position's output unchanged (a circular convolution would leak it to all)."""
+    job = build(JobSpec.parse("s4d_lm-b2-fp32"), "cpu", tiny=True)
+    job.model.eval()
+    (idx,), _ = job._next_batch()
+    other = idx.clone()
+    other[:, -1] = (other[:, -1] + 1) % 128
+    a, b = job.model(idx), job.model(other)
+    assert torch.allclose(a[:, :-1], b[:, :-1], atol=1e-5)
+    assert not torch.allclose(a[:, -1], b[:, -1])
+
+
+def test_nerf_composites_each_ray_from_its_samples_and_r3d_classifies_clips():
+    """NeRF's compositing weights of a ray sum to at most 1, so a rendered colour (sigmoid colours) stays in [0, 1];
+    R3D maps a clip (N x 3 x frames x H x W) to class scores."""
+    nerf = build(JobSpec.parse("nerf-b8-fp32"), "cpu", tiny=True)
+    (origins, directions), colours = nerf._next_batch()
+    assert torch.allclose(directions.norm(dim=1), torch.ones(8))
+    rgb = nerf.model(origins, directions).detach()
+    assert rgb.shape == colours.shape and float(rgb.min()) >= 0 and float(rgb.max()) <= 1
+    r3d = build(JobSpec.parse("r3d_18-b2-fp32"), "cpu", tiny=True)
+    (clip,), y = r3d._next_batch()
+    assert clip.shape == (2, 3, r3d.model.frames, r3d.model.size, r3d.model.size)
+    assert r3d.model(clip).shape == (2, r3d.model.classes)

@@ -641,3 +641,145 @@ class ConvVAE(nn.Module):
         z = mean + torch.randn_like(mean) * torch.exp(0.5 * logvar)
         y = self.expand(z).view(-1, self.widths[-1], self.side, self.side)
         return self.decoder(y), mean, logvar
+
+
+# --------------------------------------------------------------------------- video
+class BasicBlock3d(nn.Module):
+    """ResNet's basic block with 3x3x3 convolutions (stride ``s`` in time and space)."""
+
+    def __init__(self, cin, c, s=1):
+        super().__init__()
+        self.c1 = nn.Sequential(nn.Conv3d(cin, c, 3, s, 1, bias=False), nn.BatchNorm3d(c), nn.ReLU(inplace=True))
+        self.c2 = nn.Sequential(nn.Conv3d(c, c, 3, 1, 1, bias=False), nn.BatchNorm3d(c))
+        self.down = (nn.Sequential(nn.Conv3d(cin, c, 1, s, bias=False), nn.BatchNorm3d(c))
+                     if (s != 1 or cin != c) else nn.Identity())
+
+    def forward(self, x):
+        return F.relu(self.c2(self.c1(x)) + self.down(x))
+
+
+class R3D(nn.Module):
+    """R3D-18 video classifier (Tran et al., 2018, "A Closer Look at Spatiotemporal Convolutions"): a 3x7x7 stem of
+    spatial stride 2, four stages of 3-D basic blocks (stride 2 in time and space from the second), global average
+    pool, a linear layer to Kinetics-400's classes. Input N x 3 x frames x H x W."""
+
+    def __init__(self, layers=(2, 2, 2, 2), widths=(64, 128, 256, 512), num_classes=400, frames=16, size=112):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv3d(3, widths[0], (3, 7, 7), (1, 2, 2), (1, 3, 3), bias=False),
+                                  nn.BatchNorm3d(widths[0]), nn.ReLU(inplace=True))
+        blocks, cin = [], widths[0]
+        for i, (n, c) in enumerate(zip(layers, widths)):
+            for j in range(n):
+                blocks.append(BasicBlock3d(cin, c, 2 if (j == 0 and i > 0) else 1))
+                cin = c
+        self.body = nn.Sequential(*blocks)
+        self.fc = nn.Linear(cin, num_classes)
+        self.classes, self.frames, self.size = num_classes, frames, size
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.adaptive_avg_pool3d(self.body(self.stem(x)), 1), 1))
+
+
+# --------------------------------------------------------------------------- neural fields
+def positional_encoding(x, frequencies):
+    """NeRF's γ(p): p and sin/cos(2^k·π·p) for k < ``frequencies`` (Mildenhall et al., 2020, eq. 4)."""
+    scaled = x.unsqueeze(-2) * (math.pi * 2.0 ** torch.arange(frequencies, device=x.device, dtype=x.dtype)).unsqueeze(-1)
+    return torch.cat([x, torch.sin(scaled).flatten(-2), torch.cos(scaled).flatten(-2)], -1)
+
+
+class NeRF(nn.Module):
+    """NeRF's coarse network and volume rendering (Mildenhall et al., 2020): ``samples`` stratified points per ray
+    between ``near`` and ``far``, positions encoded with 10 frequencies and directions with 4, eight ReLU layers of
+    ``width`` with the encoded position concatenated again after the fourth, density from the last, colour from a
+    128-wide layer that also sees the direction; each ray's colour is the alpha-composited sum over its samples (eq. 3).
+    Input: ray origins and unit directions (N x 3 each); output the rendered colours (N x 3)."""
+
+    def __init__(self, width=256, depth=8, skip=4, samples=64, pos_freq=10, dir_freq=4, near=2.0, far=6.0):
+        super().__init__()
+        pos_dim, dir_dim = 3 + 6 * pos_freq, 3 + 6 * dir_freq
+        self.layers = nn.ModuleList(
+            nn.Linear(pos_dim if i == 0 else width + (pos_dim if i == skip else 0), width) for i in range(depth))
+        self.skip, self.pos_freq, self.dir_freq = skip, pos_freq, dir_freq
+        self.sigma = nn.Linear(width, 1)
+        self.feature = nn.Linear(width, width)
+        self.colour = nn.Sequential(nn.Linear(width + dir_dim, width // 2), nn.ReLU(inplace=True),
+                                    nn.Linear(width // 2, 3))
+        self.samples, self.near, self.far = samples, near, far
+
+    def forward(self, origins, directions):
+        n, s = origins.shape[0], self.samples
+        edges = torch.linspace(self.near, self.far, s + 1, device=origins.device)
+        t = edges[:-1] + (edges[1:] - edges[:-1]) * torch.rand(n, s, device=origins.device)  # stratified (eq. 2)
+        points = origins.unsqueeze(1) + t.unsqueeze(-1) * directions.unsqueeze(1)
+        p = positional_encoding(points, self.pos_freq)
+        h = p
+        for i, layer in enumerate(self.layers):
+            h = F.relu(layer(torch.cat([h, p], -1) if i == self.skip else h))
+        sigma = F.relu(self.sigma(h)).squeeze(-1)
+        d = positional_encoding(directions, self.dir_freq).unsqueeze(1).expand(n, s, -1)
+        rgb = torch.sigmoid(self.colour(torch.cat([self.feature(h), d], -1)))
+        delta = torch.cat([t[:, 1:] - t[:, :-1], torch.full_like(t[:, :1], 1e10)], 1)
+        alpha = 1.0 - torch.exp(-sigma.float() * delta)
+        transmittance = torch.cumprod(torch.cat([torch.ones_like(alpha[:, :1]), 1.0 - alpha + 1e-10], 1), 1)[:, :-1]
+        return ((alpha * transmittance).unsqueeze(-1) * rgb.float()).sum(1)
+
+
+# --------------------------------------------------------------------------- state-space models
+class S4DKernel(nn.Module):
+    """The convolution kernel of a diagonal state-space layer, S4D-Lin (Gu et al., 2022, "On the Parameterization
+    and Initialization of Diagonal State Space Models"): per channel, ``state`` / 2 complex modes with A = −1/2 + iπn,
+    a learnt step Δ in [1e-3, 1e-1], zero-order-hold discretisation, K[l] = 2·Re Σₙ Cₙ (e^{ΔAₙ} − 1)/Aₙ · e^{ΔAₙ l}."""
+
+    def __init__(self, d, state=64, dt_min=1e-3, dt_max=1e-1):
+        super().__init__()
+        n = state // 2
+        self.log_dt = nn.Parameter(torch.rand(d) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
+        self.c = nn.Parameter(torch.view_as_real(torch.randn(d, n, dtype=torch.cfloat) * 0.5 ** 0.5))
+        self.log_a_real = nn.Parameter(torch.log(0.5 * torch.ones(d, n)))
+        self.a_imag = nn.Parameter(math.pi * torch.arange(n).float().repeat(d, 1))
+
+    def forward(self, length):
+        dt = torch.exp(self.log_dt).unsqueeze(-1)
+        a = torch.complex(-torch.exp(self.log_a_real), self.a_imag)
+        dta = a * dt
+        c = torch.view_as_complex(self.c) * (torch.exp(dta) - 1.0) / a
+        vandermonde = torch.exp(dta.unsqueeze(-1) * torch.arange(length, device=a.device))
+        return 2 * torch.einsum("dn,dnl->dl", c, vandermonde).real
+
+
+class S4DBlock(nn.Module):
+    """Pre-norm residual block: layer norm, the S4D convolution over the sequence (an FFT of twice the length, so
+    the convolution is causal and not circular) plus a skip term D·u, GELU, dropout, a 1x1 convolution to 2d and a
+    GLU. The FFT convolution runs in float32, as the reference implementation does."""
+
+    def __init__(self, d, state, dropout):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.kernel = S4DKernel(d, state)
+        self.skip = nn.Parameter(torch.randn(d))
+        self.drop = nn.Dropout(dropout)
+        self.out = nn.Conv1d(d, 2 * d, 1)
+
+    def forward(self, x):  # x: N x L x d
+        length = x.shape[1]
+        u = self.norm(x).transpose(1, 2).float()  # N x d x L
+        k = self.kernel(length)
+        y = torch.fft.irfft(torch.fft.rfft(u, n=2 * length) * torch.fft.rfft(k, n=2 * length), n=2 * length)
+        y = y[..., :length] + u * self.skip.unsqueeze(-1)
+        y = F.glu(self.out(self.drop(F.gelu(y))), dim=1)
+        return x + y.transpose(1, 2).to(x.dtype)
+
+
+class S4DLanguageModel(nn.Module):
+    """A diagonal state-space language model: embeddings, ``layers`` S4D blocks, a final layer norm and a linear
+    decoder to the vocabulary (output N x T x vocab)."""
+
+    def __init__(self, vocab=10000, d=512, layers=4, state=64, dropout=0.1):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.Sequential(*[S4DBlock(d, state, dropout) for _ in range(layers)])
+        self.norm = nn.LayerNorm(d)
+        self.out = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        return self.out(self.norm(self.blocks(self.emb(idx))))

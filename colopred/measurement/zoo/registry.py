@@ -18,13 +18,14 @@ RESERVED_PATTERN = re.compile(r"densenet|vit|bert|mobilenet_?v3|efficientnet", r
 @dataclass(frozen=True)
 class Arch:
     name: str
-    input_kind: str  # image | tokens | seq2seq | recsys | segmentation | graph | points | reconstruction
+    input_kind: str  # image | tokens | seq2seq | recsys | segmentation | graph | points | reconstruction | video | rays
     build: Callable[[bool], Any]  # tiny -> nn.Module
     note: str = ""
 
     @property
     def family(self) -> str:
-        """cnn | transformer | recsys | rnn | tcn | segmentation | gnn | pointcloud | generative (``ARCH_FAMILY``)."""
+        """cnn | transformer | recsys | rnn | tcn | segmentation | gnn | pointcloud | generative | video | neural_field
+        | ssm (``ARCH_FAMILY``)."""
         return ARCH_FAMILY.get(self.name, "cnn")
 
     @property
@@ -61,6 +62,9 @@ def _archs() -> dict[str, Arch]:
         Arch("googlenet", "image", tiny_or(lambda: m.GoogLeNet(), lambda: m.GoogLeNet(10, (8, 8, 16), (((4, 4, 8, 2, 4, 4),), ((8, 4, 8, 2, 4, 4),))))),
         Arch("pointnet", "points", tiny_or(lambda: m.PointNet(), lambda: m.PointNet(4, (8, 16, 32), (16, 8)))),
         Arch("vae", "reconstruction", tiny_or(lambda: m.ConvVAE(), lambda: m.ConvVAE((8, 16), 8, 16))),
+        Arch("r3d_18", "video", tiny_or(lambda: m.R3D(), lambda: m.R3D((1, 1), (8, 16), 10, frames=4, size=16))),
+        Arch("nerf", "rays", tiny_or(lambda: m.NeRF(), lambda: m.NeRF(width=16, depth=4, skip=2, samples=8))),
+        Arch("s4d_lm", "tokens", tiny_or(lambda: m.S4DLanguageModel(), lambda: m.S4DLanguageModel(vocab=128, d=16, layers=2, state=8))),
     ]
     return {a.name: a for a in archs}
 
@@ -81,23 +85,24 @@ ARCH_NAMES = (
     "resnet18", "resnet50", "se_resnet50", "vgg16", "vgg11", "alexnet", "regnetx_400mf", "convnext_tiny",
     "mobilenet_v2", "shufflenet_v2", "gpt2_small", "transformer_seq2seq", "lstm_lm", "dlrm",
     "wide_deep", "unet", "gin", "squeezenet", "tcn_lm", "googlenet", "pointnet", "vae",
+    "r3d_18", "nerf", "s4d_lm",
 )
 ARCH_FAMILY = {
     "gpt2_small": "transformer", "transformer_seq2seq": "transformer", "lstm_lm": "rnn", "dlrm": "recsys",
     "wide_deep": "recsys", "unet": "segmentation", "gin": "gnn", "tcn_lm": "tcn",
-    "pointnet": "pointcloud", "vae": "generative",
+    "pointnet": "pointcloud", "vae": "generative", "r3d_18": "video", "nerf": "neural_field", "s4d_lm": "ssm",
 }
-SEQ_LEN = {"gpt2_small": 256, "transformer_seq2seq": 128, "lstm_lm": 35, "tcn_lm": 128}
+SEQ_LEN = {"gpt2_small": 256, "transformer_seq2seq": 128, "lstm_lm": 35, "tcn_lm": 128, "s4d_lm": 1024}
 PRECISIONS = ("fp32", "bf16")
 OPTIMIZERS = ("sgd", "adamw", "adagrad")
 
 
 def default_optimizer(arch: str) -> str:
-    """AdamW for transformers, ConvNeXt, U-Net, graph, point-cloud and generative networks, Adagrad for the
-    recommenders, SGD with momentum otherwise."""
+    """AdamW for transformers, ConvNeXt, U-Net, graph, point-cloud, generative, neural-field and state-space
+    networks, Adagrad for the recommenders, SGD with momentum otherwise (video included)."""
     family = ARCH_FAMILY.get(arch, "cnn")
     return {"transformer": "adamw", "recsys": "adagrad", "segmentation": "adamw", "gnn": "adamw",
-            "pointcloud": "adamw", "generative": "adamw"}.get(
+            "pointcloud": "adamw", "generative": "adamw", "neural_field": "adamw", "ssm": "adamw"}.get(
         family, "adamw" if arch == "convnext_tiny" else "sgd")
 
 

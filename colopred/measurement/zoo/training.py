@@ -22,6 +22,9 @@ POINTS_PER_CLOUD = 1024
 TINY_POINTS_PER_CLOUD = 64
 # PointNet's weight on the feature transform's orthogonality penalty (Qi et al., 2017, section C).
 POINTNET_ORTHO_WEIGHT = 1e-3
+# Neural-field jobs (nerf): each ray's origin on a sphere of this radius around the scene, looking at its centre
+# (the Blender scenes' 360° views sit ~4 units out; the network's near/far bounds are 2 and 6).
+RAY_ORIGIN_RADIUS = 4.0
 
 
 def molecule_batch(n_graphs: int, features: int, device, generator: torch.Generator | None = None):
@@ -222,6 +225,19 @@ def build(spec: JobSpec, device: str | torch.device = "cuda", *, tiny: bool = Fa
             recon, mean, logvar = (o.float() for o in out)
             kl = -0.5 * (1 + logvar - mean.pow(2) - logvar.exp()).sum(1)
             return (F.mse_loss(recon, t, reduction="none").sum((1, 2, 3)) + kl).mean()
+    elif arch.input_kind == "video":
+        x = torch.randn(b, 3, model.frames, model.size, model.size, device=device)
+        y = torch.randint(0, model.classes, (b,), device=device)
+        next_batch = lambda: ((x,), y)  # noqa: E731
+        loss = ce
+    elif arch.input_kind == "rays":
+        g = torch.Generator().manual_seed(0)
+        origins = F.normalize(torch.randn(b, 3, generator=g), dim=1) * RAY_ORIGIN_RADIUS
+        directions = F.normalize(-origins + 0.5 * torch.randn(b, 3, generator=g), dim=1)
+        colours = torch.rand(b, 3, generator=g)
+        origins, directions, colours = origins.to(device), directions.to(device), colours.to(device)
+        next_batch = lambda: ((origins, directions), colours)  # noqa: E731
+        loss = lambda out, t: F.mse_loss(out.float(), t)  # noqa: E731
     else:  # pragma: no cover - registry guards this
         raise ValueError(arch.input_kind)
     return TrainingJob(spec, model, opt, device, next_batch, loss, loader_iter)
