@@ -202,3 +202,37 @@ def test_nerf_composites_each_ray_from_its_samples_and_r3d_classifies_clips():
     (clip,), y = r3d._next_batch()
     assert clip.shape == (2, 3, r3d.model.frames, r3d.model.size, r3d.model.size)
     assert r3d.model(clip).shape == (2, r3d.model.classes)
+
+
+def test_pixelcnn_sees_only_pixels_above_and_to_the_left():
+    """The masked convolutions make the logits of pixel (i, j) independent of pixel (i, j) itself and of every pixel
+    after it in raster order: changing the centre pixel changes nothing before it, and its own logits stay equal."""
+    job = build(JobSpec.parse("pixelcnn-b1-fp32"), "cpu", tiny=True)
+    (x,), _ = job._next_batch()
+    other = x.clone()
+    i = j = job.model.size // 2
+    other[:, :, i, j] = 1.0 - other[:, :, i, j]
+    a, b = job.model(x).detach(), job.model(other).detach()
+    flat_a, flat_b = a.flatten(3), b.flatten(3)
+    k = i * job.model.size + j
+    assert torch.allclose(flat_a[..., : k + 1], flat_b[..., : k + 1], atol=1e-6)
+    assert not torch.allclose(flat_a[..., k + 1:], flat_b[..., k + 1:])
+
+
+def test_dqn_learns_through_the_online_network_only_and_deepspeech_feeds_ctc():
+    """The Double-DQN target is computed without gradient and the target network's weights never change; DeepSpeech 2
+    emits one log-distribution over characters per output frame, as many frames as ``output_frames`` says."""
+    dqn = build(JobSpec.parse("dqn-b8-fp32"), "cpu", tiny=True)
+    before = {k: v.clone() for k, v in dqn.model.target.state_dict().items()}
+    online_before = [p.clone() for p in dqn.model.online.parameters()]
+    dqn.step()
+    assert all(torch.equal(v, dqn.model.target.state_dict()[k]) for k, v in before.items())
+    assert any(not torch.equal(a, b) for a, b in zip(online_before, dqn.model.online.parameters()))
+    inputs, _ = dqn._next_batch()
+    value, target = dqn.model(*inputs)
+    assert value.requires_grad and not target.requires_grad
+    ds = build(JobSpec.parse("deepspeech2-b2-fp32"), "cpu", tiny=True)
+    (spec,), text = ds._next_batch()
+    out = ds.model(spec).detach()
+    assert out.shape == (ds.model.output_frames(spec.shape[-1]), 2, ds.model.characters)
+    assert torch.allclose(out.exp().sum(-1), torch.ones(out.shape[:2]), atol=1e-5)

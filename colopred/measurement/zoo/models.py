@@ -783,3 +783,115 @@ class S4DLanguageModel(nn.Module):
 
     def forward(self, idx):
         return self.out(self.norm(self.blocks(self.emb(idx))))
+
+
+# --------------------------------------------------------------------------- reinforcement learning
+class NatureDQN(nn.Module):
+    """The Atari Q-network of Mnih et al. (2015): 8x8/4, 4x4/2 and 3x3/1 convolutions (32, 64, 64) on four stacked
+    84x84 frames, a 512-wide layer and one value per action."""
+
+    def __init__(self, actions=18, frames=4, widths=(32, 64, 64), hidden=512, size=84):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(frames, widths[0], 8, 4), nn.ReLU(inplace=True), nn.Conv2d(widths[0], widths[1], 4, 2),
+            nn.ReLU(inplace=True), nn.Conv2d(widths[1], widths[2], 3, 1), nn.ReLU(inplace=True), nn.Flatten())
+        with torch.no_grad():
+            flat = self.net(torch.zeros(1, frames, size, size)).shape[1]
+        self.head = nn.Sequential(nn.Linear(flat, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, actions))
+        self.frames, self.size, self.actions = frames, size, actions
+
+    def forward(self, frames_u8):
+        return self.head(self.net(frames_u8.float() / 255.0))
+
+
+class DoubleDQN(nn.Module):
+    """A Double DQN learner step (van Hasselt et al., 2016): the online network's value of the action taken, and the
+    target r + γ(1 − done)·Q_target(s′, argmax Q_online(s′)), computed without gradient. The target network is a
+    frozen copy (its parameters take no gradient, so the optimizer leaves them alone). Returns (value, target)."""
+
+    def __init__(self, gamma=0.99, **kw):
+        super().__init__()
+        self.online = NatureDQN(**kw)
+        self.target = NatureDQN(**kw)
+        self.target.load_state_dict(self.online.state_dict())
+        self.target.requires_grad_(False)
+        self.gamma = gamma
+
+    def forward(self, states, actions, rewards, next_states, done):
+        value = self.online(states).gather(1, actions.unsqueeze(1)).squeeze(1)
+        with torch.no_grad():
+            best = self.online(next_states).argmax(1, keepdim=True)
+            target = rewards + self.gamma * (1.0 - done) * self.target(next_states).gather(1, best).squeeze(1)
+        return value, target
+
+
+# --------------------------------------------------------------------------- autoregressive image models
+class MaskedConv2d(nn.Conv2d):
+    """PixelCNN's masked convolution (van den Oord et al., 2016, "Pixel Recurrent Neural Networks", §3.4): the kernel
+    sees only the pixels above and to the left; mask A (the first layer) hides the centre too, mask B keeps it."""
+
+    def __init__(self, mask_type, cin, cout, k):
+        super().__init__(cin, cout, k, 1, k // 2)
+        mask = torch.ones_like(self.weight)
+        mask[:, :, k // 2, k // 2 + (mask_type == "B"):] = 0
+        mask[:, :, k // 2 + 1:] = 0
+        self.register_buffer("mask", mask)
+
+    def forward(self, x):
+        return F.conv2d(x, self.weight * self.mask, self.bias, self.stride, self.padding)
+
+
+class PixelCNN(nn.Module):
+    """PixelCNN (van den Oord et al., 2016): a 7x7 mask-A convolution, residual blocks of 1x1 → 3x3 mask B → 1x1
+    (2h → h → h → 2h), two 1x1 layers, and a 256-way distribution over each sub-pixel's value. Channels are not
+    masked against each other (the paper's R→G→B ordering is left out). Input N x 3 x H x W in [0, 1]; output
+    N x 256 x 3 x H x W logits."""
+
+    def __init__(self, hidden=128, blocks=15, out_hidden=1024, levels=256, size=32):
+        super().__init__()
+        h2 = 2 * hidden
+        self.first = MaskedConv2d("A", 3, h2, 7)
+        self.blocks = nn.ModuleList(nn.Sequential(
+            nn.ReLU(), nn.Conv2d(h2, hidden, 1), nn.ReLU(), MaskedConv2d("B", hidden, hidden, 3), nn.ReLU(),
+            nn.Conv2d(hidden, h2, 1)) for _ in range(blocks))
+        self.out = nn.Sequential(nn.ReLU(), nn.Conv2d(h2, out_hidden, 1), nn.ReLU(), nn.Conv2d(out_hidden, 3 * levels, 1))
+        self.levels, self.size = levels, size
+
+    def forward(self, x):
+        h = self.first(x)
+        for block in self.blocks:
+            h = h + block(h)
+        n, _, hh, ww = x.shape
+        return self.out(h).view(n, self.levels, 3, hh, ww)
+
+
+# --------------------------------------------------------------------------- speech
+class DeepSpeech2(nn.Module):
+    """DeepSpeech 2 (Amodei et al., 2016): two 2-D convolutions over the spectrogram (41x11 stride 2x2, 21x11 stride
+    2x1, batch norm, hardtanh), bidirectional GRU layers (the two directions summed), and a linear layer to the
+    characters (blank first) for CTC. Input N x 1 x frequency x time; output time x N x characters log-probabilities."""
+
+    def __init__(self, freq=161, hidden=768, layers=5, characters=29, conv=32):
+        super().__init__()
+        self.conv = nn.Sequential(
+            nn.Conv2d(1, conv, (41, 11), (2, 2), (20, 5), bias=False), nn.BatchNorm2d(conv), nn.Hardtanh(0, 20, inplace=True),
+            nn.Conv2d(conv, conv, (21, 11), (2, 1), (10, 5), bias=False), nn.BatchNorm2d(conv), nn.Hardtanh(0, 20, inplace=True))
+        f = freq
+        for k, s, p in ((41, 2, 20), (21, 2, 10)):
+            f = (f + 2 * p - k) // s + 1
+        self.rnns = nn.ModuleList(nn.GRU(conv * f if i == 0 else hidden, hidden, bidirectional=True) for i in range(layers))
+        self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(layers))
+        self.fc = nn.Linear(hidden, characters)
+        self.freq, self.characters = freq, characters
+
+    def output_frames(self, frames: int) -> int:
+        return (frames + 2 * 5 - 11) // 2 + 1
+
+    def forward(self, spec):
+        x = self.conv(spec)  # N x C x F' x T'
+        n, c, f, t = x.shape
+        x = x.reshape(n, c * f, t).permute(2, 0, 1).contiguous()  # T' x N x C·F'
+        for rnn, norm in zip(self.rnns, self.norms):
+            y, _ = rnn(x)
+            x = norm(y[..., : y.shape[-1] // 2] + y[..., y.shape[-1] // 2:])
+        return F.log_softmax(self.fc(x).float(), -1)

@@ -18,14 +18,15 @@ RESERVED_PATTERN = re.compile(r"densenet|vit|bert|mobilenet_?v3|efficientnet", r
 @dataclass(frozen=True)
 class Arch:
     name: str
-    input_kind: str  # image | tokens | seq2seq | recsys | segmentation | graph | points | reconstruction | video | rays
+    input_kind: str  # image | tokens | seq2seq | recsys | segmentation | graph | points | reconstruction | video | rays | replay
+    # | pixels | speech
     build: Callable[[bool], Any]  # tiny -> nn.Module
     note: str = ""
 
     @property
     def family(self) -> str:
         """cnn | transformer | recsys | rnn | tcn | segmentation | gnn | pointcloud | generative | video | neural_field
-        | ssm (``ARCH_FAMILY``)."""
+        | ssm | rl | speech (``ARCH_FAMILY``)."""
         return ARCH_FAMILY.get(self.name, "cnn")
 
     @property
@@ -65,6 +66,9 @@ def _archs() -> dict[str, Arch]:
         Arch("r3d_18", "video", tiny_or(lambda: m.R3D(), lambda: m.R3D((1, 1), (8, 16), 10, frames=4, size=16))),
         Arch("nerf", "rays", tiny_or(lambda: m.NeRF(), lambda: m.NeRF(width=16, depth=4, skip=2, samples=8))),
         Arch("s4d_lm", "tokens", tiny_or(lambda: m.S4DLanguageModel(), lambda: m.S4DLanguageModel(vocab=128, d=16, layers=2, state=8))),
+        Arch("dqn", "replay", tiny_or(lambda: m.DoubleDQN(), lambda: m.DoubleDQN(actions=4, frames=2, widths=(4, 8, 8), hidden=16, size=36))),
+        Arch("pixelcnn", "pixels", tiny_or(lambda: m.PixelCNN(), lambda: m.PixelCNN(hidden=8, blocks=2, out_hidden=16, levels=16, size=8))),
+        Arch("deepspeech2", "speech", tiny_or(lambda: m.DeepSpeech2(), lambda: m.DeepSpeech2(freq=41, hidden=16, layers=2, characters=8, conv=4))),
     ]
     return {a.name: a for a in archs}
 
@@ -85,12 +89,13 @@ ARCH_NAMES = (
     "resnet18", "resnet50", "se_resnet50", "vgg16", "vgg11", "alexnet", "regnetx_400mf", "convnext_tiny",
     "mobilenet_v2", "shufflenet_v2", "gpt2_small", "transformer_seq2seq", "lstm_lm", "dlrm",
     "wide_deep", "unet", "gin", "squeezenet", "tcn_lm", "googlenet", "pointnet", "vae",
-    "r3d_18", "nerf", "s4d_lm",
+    "r3d_18", "nerf", "s4d_lm", "dqn", "pixelcnn", "deepspeech2",
 )
 ARCH_FAMILY = {
     "gpt2_small": "transformer", "transformer_seq2seq": "transformer", "lstm_lm": "rnn", "dlrm": "recsys",
     "wide_deep": "recsys", "unet": "segmentation", "gin": "gnn", "tcn_lm": "tcn",
     "pointnet": "pointcloud", "vae": "generative", "r3d_18": "video", "nerf": "neural_field", "s4d_lm": "ssm",
+    "dqn": "rl", "pixelcnn": "generative", "deepspeech2": "speech",
 }
 SEQ_LEN = {"gpt2_small": 256, "transformer_seq2seq": 128, "lstm_lm": 35, "tcn_lm": 128, "s4d_lm": 1024}
 PRECISIONS = ("fp32", "bf16")
@@ -99,10 +104,12 @@ OPTIMIZERS = ("sgd", "adamw", "adagrad")
 
 def default_optimizer(arch: str) -> str:
     """AdamW for transformers, ConvNeXt, U-Net, graph, point-cloud, generative, neural-field and state-space
-    networks, Adagrad for the recommenders, SGD with momentum otherwise (video included)."""
+    networks, Adam(W) for the DQN learner (Rainbow's choice) and DeepSpeech 2, Adagrad for the recommenders, SGD with
+    momentum otherwise (video included)."""
     family = ARCH_FAMILY.get(arch, "cnn")
     return {"transformer": "adamw", "recsys": "adagrad", "segmentation": "adamw", "gnn": "adamw",
-            "pointcloud": "adamw", "generative": "adamw", "neural_field": "adamw", "ssm": "adamw"}.get(
+            "pointcloud": "adamw", "generative": "adamw", "neural_field": "adamw", "ssm": "adamw",
+            "rl": "adamw", "speech": "adamw"}.get(
         family, "adamw" if arch == "convnext_tiny" else "sgd")
 
 

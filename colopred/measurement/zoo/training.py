@@ -25,6 +25,16 @@ POINTNET_ORTHO_WEIGHT = 1e-3
 # Neural-field jobs (nerf): each ray's origin on a sphere of this radius around the scene, looking at its centre
 # (the Blender scenes' 360° views sit ~4 units out; the network's near/far bounds are 2 and 6).
 RAY_ORIGIN_RADIUS = 4.0
+# Reinforcement-learning jobs (dqn): a replay buffer of this many transitions held on the GPU (uint8 frames, as DQN
+# stores them), a fresh uniform minibatch drawn from it every step.
+REPLAY_CAPACITY = 10_000
+TINY_REPLAY_CAPACITY = 64
+# Speech jobs (deepspeech2): 5 s utterances as 161-bin spectrograms (20 ms windows of 16 kHz audio every 10 ms, as
+# in DeepSpeech 2) and LibriSpeech-like transcripts of ~15 characters a second.
+SPEECH_FRAMES = 500
+SPEECH_TRANSCRIPT_CHARS = 75
+TINY_SPEECH_FRAMES = 40
+TINY_SPEECH_TRANSCRIPT_CHARS = 6
 
 
 def molecule_batch(n_graphs: int, features: int, device, generator: torch.Generator | None = None):
@@ -238,6 +248,33 @@ def build(spec: JobSpec, device: str | torch.device = "cuda", *, tiny: bool = Fa
         origins, directions, colours = origins.to(device), directions.to(device), colours.to(device)
         next_batch = lambda: ((origins, directions), colours)  # noqa: E731
         loss = lambda out, t: F.mse_loss(out.float(), t)  # noqa: E731
+    elif arch.input_kind == "replay":
+        online = model.online
+        cap = TINY_REPLAY_CAPACITY if tiny else REPLAY_CAPACITY
+        frames = torch.randint(0, 256, (cap, online.frames, online.size, online.size), dtype=torch.uint8, device=device)
+        actions = torch.randint(0, online.actions, (cap,), device=device)
+        rewards = torch.randn(cap, device=device).clamp_(-1, 1)
+        done = (torch.rand(cap, device=device) < 0.01).float()
+
+        def next_batch():
+            i = torch.randint(0, cap - 1, (b,), device=device)
+            return (frames[i], actions[i], rewards[i], frames[i + 1], done[i]), None
+
+        loss = lambda out, _: F.smooth_l1_loss(out[0].float(), out[1].float())  # noqa: E731
+    elif arch.input_kind == "pixels":
+        x = torch.rand(b, 3, model.size, model.size, device=device)
+        y = (x * (model.levels - 1)).round().long()
+        next_batch = lambda: ((x,), y)  # noqa: E731
+        loss = lambda out, t: F.cross_entropy(out.float(), t)  # noqa: E731
+    elif arch.input_kind == "speech":
+        frames = TINY_SPEECH_FRAMES if tiny else SPEECH_FRAMES
+        chars = TINY_SPEECH_TRANSCRIPT_CHARS if tiny else SPEECH_TRANSCRIPT_CHARS
+        spectrogram = torch.randn(b, 1, model.freq, frames, device=device)
+        text = torch.randint(1, model.characters, (b, chars), device=device)
+        out_len = torch.full((b,), model.output_frames(frames), dtype=torch.long, device=device)
+        text_len = torch.full((b,), chars, dtype=torch.long, device=device)
+        next_batch = lambda: ((spectrogram,), text)  # noqa: E731
+        loss = lambda out, t: F.ctc_loss(out.float(), t, out_len, text_len, zero_infinity=True)  # noqa: E731
     else:  # pragma: no cover - registry guards this
         raise ValueError(arch.input_kind)
     return TrainingJob(spec, model, opt, device, next_batch, loss, loader_iter)
