@@ -8,7 +8,9 @@ architecture stay in development (holding one out would leave its kind unseen in
 question). The draw is written once, with the rule and seed, to ``datasets/h100/locked_split.json``; every
 constant or design chosen after it is chosen on the development architectures only (sets without a locked
 architecture), and the locked sets (those with one) are used once, for the figure reported beside the development
-one (``colopred.research.protocol``).
+one (``colopred.research.protocol``). The file records the architectures the draw was made over; ``--check`` redraws
+over those, so architectures profiled after the lock join development and never move the locked group (adding a
+second architecture to a family would otherwise shift the seeded draw of every family after it).
 
   python scripts/lock_split.py [--data datasets/h100] [--check]
 """
@@ -62,8 +64,14 @@ def main() -> int:
     path = Path(a.data) / "locked_split.json"
     if a.check:
         old = json.loads(path.read_text())
-        if old["locked"] != locked:
-            print(f"lock_split: {path}: locked {old['locked']} is not the rule's draw {locked}", file=sys.stderr)
+        drawn = draw(old["architectures"])
+        if old["locked"] != drawn:
+            print(f"lock_split: {path}: locked {old['locked']} is not the rule's draw {drawn} over its "
+                  f"{len(old['architectures'])} architectures", file=sys.stderr)
+            return 1
+        missing = sorted(set(old["architectures"]) - set(archs))
+        if missing:
+            print(f"lock_split: {path}: architectures of the draw without a profile: {', '.join(missing)}", file=sys.stderr)
             return 1
         return 0
     if path.exists():

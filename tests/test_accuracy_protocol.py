@@ -153,6 +153,33 @@ def test_the_locked_split_is_the_rules_draw_and_every_locked_architecture_was_me
     assert not timeslice.loc[~lk, "arch"].isin(locked).any()
 
 
+def test_the_lock_check_redraws_over_the_architectures_of_the_draw(tmp_path):
+    """Architectures profiled after the lock join development: the check redraws over the architectures the file
+    records (here a second generative architecture, which moves the seeded draw over all of them), and fails on a
+    locked list that is not that draw or on an architecture of the draw left without a profile."""
+    doc = json.loads((DATA / "locked_split.json").read_text())
+    (tmp_path / "profiles" / "ncu").mkdir(parents=True)
+    for arch in doc["architectures"] + ["vae", "pixelcnn"]:
+        (tmp_path / "profiles" / "ncu" / f"{arch}-b8-fp32.json").write_text("{}")
+    check = [sys.executable, str(ROOT / "scripts" / "lock_split.py"), "--check", "--data", str(tmp_path)]
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from lock_split import draw
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    assert draw(doc["architectures"] + ["vae", "pixelcnn"]) != doc["locked"]
+    (tmp_path / "locked_split.json").write_text(json.dumps(doc))
+    assert subprocess.run(check, capture_output=True, text=True).returncode == 0
+    bad = dict(doc, locked=sorted(doc["locked"][1:] + [doc["development"][0]]))
+    (tmp_path / "locked_split.json").write_text(json.dumps(bad))
+    r = subprocess.run(check, capture_output=True, text=True)
+    assert r.returncode == 1 and "is not the rule's draw" in r.stderr
+    (tmp_path / "locked_split.json").write_text(json.dumps(doc))
+    next((tmp_path / "profiles" / "ncu").glob(f"{doc['locked'][0]}-*.json")).unlink()
+    r = subprocess.run(check, capture_output=True, text=True)
+    assert r.returncode == 1 and "without a profile" in r.stderr
+
+
 def test_the_locked_leave_arch_figure_predicts_every_locked_row_from_rows_without_its_jobs_architecture(timeslice):
     """protocol.locked_folds on leave-arch: every row of the locked sets is tested once (so δ and pays-off see whole
     sets), a locked job's from all development rows, a development job's from the development sets without its
@@ -194,7 +221,7 @@ def test_profiling_cost_table_reads_what_was_recorded():
     (meta.ncu_wall_s, to the log's 0.1 s); GPM: the gap from the previous GPM profile of its run, none for a run's first."""
     t = profiling_cost_table(DATA).set_index("job")
     ncu = {p.stem: JobProfile.from_json(p) for p in (DATA / "profiles" / "ncu").glob("*.json")}
-    assert set(t.index) == set(ncu) and len(t) == 65
+    assert set(t.index) == set(ncu) and len(t) == 69
     for name, p in ncu.items():
         assert t.loc[name, "ncu_run_s"] == pytest.approx(p.meta["ncu_wall_s"], abs=0.051)
     assert np.allclose(t["ncu_total_s"], t["timing_run_s"] + t["ncu_run_s"])

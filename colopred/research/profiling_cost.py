@@ -82,13 +82,14 @@ def gpm_costs(profiles: dict[str, JobProfile]) -> pd.DataFrame:
 
 def profiling_cost_table(root: str | Path) -> pd.DataFrame:
     """Per job of ``root/profiles/nvml``: ncu's timing, replay and total seconds beside GPM's counters, its timeline
-    and their total (module doc), sorted by job."""
+    and their total (module doc), sorted by job. A job the logs show profiled with ncu but without a GPM profile
+    (a profiling attempt left out of the data) has no row."""
     from .dataset import load_profiles_dir
 
     root = Path(root)
     ncu = ncu_costs(root / "profiling_cost")
     gpm = gpm_costs(load_profiles_dir(root / "profiles" / "nvml"))
-    t = ncu.join(gpm, how="outer").join(timeline_costs(root / "timelines" / "launch"), how="left").sort_index()
+    t = ncu.join(gpm, how="right").join(timeline_costs(root / "timelines" / "launch"), how="left").sort_index()
     t["ncu_total_s"] = t["timing_run_s"] + t["ncu_run_s"]
     traced = t.index.isin(list(gpm_traced(root / "profiling_cost")))
     t["gpm_total_s"] = t["gpm_s"] + t["timeline_s"].where(~traced, 0.0)
