@@ -18,8 +18,9 @@ RESERVED_PATTERN = re.compile(r"densenet|vit|bert|mobilenet_?v3|efficientnet", r
 @dataclass(frozen=True)
 class Arch:
     name: str
-    input_kind: str  # image | tokens | seq2seq | recsys | segmentation | graph | points | reconstruction | video | rays | replay
-    # | pixels | speech
+    # image | tokens | seq2seq | recsys | segmentation | graph | points | reconstruction | video | rays | replay | pixels
+    # | speech: what training.build feeds the model
+    input_kind: str
     build: Callable[[bool], Any]  # tiny -> nn.Module
     note: str = ""
 
