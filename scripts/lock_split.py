@@ -58,9 +58,6 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="only check that the locked split is the rule's draw")
     a = ap.parse_args()
     archs = sorted({arch_of(f.stem) for f in (Path(a.data) / "profiles" / "ncu").glob("*.json")})
-    locked = draw(archs)
-    doc = {"rule": RULE, "seed": SEED, "architectures": archs, "locked": locked,
-           "development": [x for x in archs if x not in locked]}
     path = Path(a.data) / "locked_split.json"
     if a.check:
         old = json.loads(path.read_text())
@@ -77,6 +74,9 @@ def main() -> int:
     if path.exists():
         print(f"lock_split: {path} exists: a locked split is drawn once (delete it only to start a new protocol)", file=sys.stderr)
         return 1
+    locked = draw(archs)
+    doc = {"rule": RULE, "seed": SEED, "architectures": archs, "locked": locked,
+           "development": [x for x in archs if x not in locked]}
     write_text_atomic(path, json.dumps(doc, indent=1) + "\n")
     print(f"locked {', '.join(locked)}")
     return 0

@@ -184,7 +184,7 @@ def test_s4d_language_model_is_causal():
     job.model.eval()
     (idx,), _ = job._next_batch()
     other = idx.clone()
-    other[:, -1] = (other[:, -1] + 1) % 128
+    other[:, -1] = (other[:, -1] + 1) % job.model.out.out_features
     a, b = job.model(idx), job.model(other)
     assert torch.allclose(a[:, :-1], b[:, :-1], atol=1e-5)
     assert not torch.allclose(a[:, -1], b[:, -1])

@@ -871,21 +871,30 @@ class DeepSpeech2(nn.Module):
     2x1, batch norm, hardtanh), bidirectional GRU layers (the two directions summed), and a linear layer to the
     characters (blank first) for CTC. Input N x 1 x frequency x time; output time x N x characters log-probabilities."""
 
+    CONVS = (((41, 11), (2, 2), (20, 5)), ((21, 11), (2, 1), (10, 5)))
+    """(kernel, stride, padding) of the two convolutions, (frequency, time) each."""
+
     def __init__(self, freq=161, hidden=768, layers=5, characters=29, conv=32):
         super().__init__()
-        self.conv = nn.Sequential(
-            nn.Conv2d(1, conv, (41, 11), (2, 2), (20, 5), bias=False), nn.BatchNorm2d(conv), nn.Hardtanh(0, 20, inplace=True),
-            nn.Conv2d(conv, conv, (21, 11), (2, 1), (10, 5), bias=False), nn.BatchNorm2d(conv), nn.Hardtanh(0, 20, inplace=True))
-        f = freq
-        for k, s, p in ((41, 2, 20), (21, 2, 10)):
-            f = (f + 2 * p - k) // s + 1
+        convs, cin = [], 1
+        for k, s, p in self.CONVS:
+            convs += [nn.Conv2d(cin, conv, k, s, p, bias=False), nn.BatchNorm2d(conv), nn.Hardtanh(0, 20, inplace=True)]
+            cin = conv
+        self.conv = nn.Sequential(*convs)
+        f = self._conv_out(freq, 0)
         self.rnns = nn.ModuleList(nn.GRU(conv * f if i == 0 else hidden, hidden, bidirectional=True) for i in range(layers))
         self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(layers))
         self.fc = nn.Linear(hidden, characters)
         self.freq, self.characters = freq, characters
 
+    def _conv_out(self, n: int, axis: int) -> int:
+        """Length along ``axis`` (0 frequency, 1 time) after the two convolutions."""
+        for k, s, p in self.CONVS:
+            n = (n + 2 * p[axis] - k[axis]) // s[axis] + 1
+        return n
+
     def output_frames(self, frames: int) -> int:
-        return (frames + 2 * 5 - 11) // 2 + 1
+        return self._conv_out(frames, 1)
 
     def forward(self, spec):
         x = self.conv(spec)  # N x C x F' x T'
