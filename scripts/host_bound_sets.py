@@ -12,6 +12,9 @@ chunk's jobs are added while at most ``MAX_JOBS`` (ties broken by a seeded draw)
 ``MAX_SETS`` of the sets inside them in a seeded order.
 
   PYTHONPATH=. python scripts/host_bound_sets.py [--data datasets/h100] [--out scripts/sets] [--prefix h100-c16t]
+
+With ``--not-relabelled`` only the sets no campaign under ``DATA/relabel/`` measured yet are chunked (the sets of the
+campaigns measured after the first 23 chunks: ``--prefix h100-c22t``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,18 @@ def host_bound_sets(data: Path, mode: str = "timeslice") -> list[tuple[str, ...]
     return sorted(s for s in sets if host.intersection(s))
 
 
+def relabelled_sets(data: Path) -> set[tuple[str, ...]]:
+    """The sets the campaigns under ``data/relabel/`` measured (any window)."""
+    from colopred.measurement.harness import reader as R
+    from colopred.research.dataset import RELABEL_DIR, campaign_dirs
+
+    out: set[tuple[str, ...]] = set()
+    for d in campaign_dirs(Path(data) / RELABEL_DIR):
+        sl = R.slowdown_table(R.read_windows(d))
+        out |= {tuple(sorted(s.split("+"))) for s in sl["set"].unique()}
+    return out
+
+
 def chunks(sets: list[tuple[str, ...]], seed: int = SEED) -> list[list[tuple[str, ...]]]:
     rng = random.Random(seed)
     left = list(sets)
@@ -67,17 +82,23 @@ def main() -> None:
     ap.add_argument("--data", default=str(ROOT / "datasets" / "h100"))
     ap.add_argument("--out", default=str(ROOT / "scripts" / "sets"))
     ap.add_argument("--prefix", default="h100-c16t")
+    ap.add_argument("--not-relabelled", action="store_true", help="leave out the sets measured under DATA/relabel/ already")
     a = ap.parse_args()
     sets = host_bound_sets(Path(a.data))
+    if a.not_relabelled:
+        done = relabelled_sets(Path(a.data))
+        sets = [s for s in sets if s not in done]
     parts = chunks(sets)
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     for k, chunk in enumerate(parts, 1):
         name = f"{a.prefix}-{k:02d}"
         head = (f"# {name}: issue 23 item 5, host-bound time-slicing labels as the mean of three windows of one run\n"
                 f"# (measure --mode timeslice --repeat-frac 2). Chunk {k} of {len(parts)}: {len(chunk)} of the {len(sets)} sets\n"
-                f"# with a host-bound job measured under time-slicing in {Path(a.data).name}, "
+                f"# with a host-bound job measured under time-slicing in {Path(a.data).name}"
+                f"{' (not yet relabelled)' if a.not_relabelled else ''}, "
                 f"{len({j for s in chunk for j in s})} jobs.\n"
-                f"# Generated at {rev} by: PYTHONPATH=. python scripts/host_bound_sets.py\n")
+                f"# Generated at {rev} by: PYTHONPATH=. python scripts/host_bound_sets.py"
+                f"{' --not-relabelled --prefix ' + a.prefix if a.not_relabelled else ''}\n")
         Path(a.out).mkdir(parents=True, exist_ok=True)
         path = Path(a.out) / f"{name}.txt"
         tmp = path.with_suffix(".tmp")
