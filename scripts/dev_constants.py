@@ -12,10 +12,12 @@ value (the mean over ``--seeds`` tree seeds; the shipped value is marked ``*``, 
 - ``TREE_PARAMS`` (trees' count, depth and learning rate, the rest kept): both modes, by the mean of their MAPEs.
 - ``MPS_WAIT_CROSS_SCALE`` (λ, chosen after the lock): both modes, on all three splits of the locked protocol
   (leave-arch, pairs -> triples, pairs and triples -> four-job sets), since it acts only in sets of three or more.
+- The time-slicing contention load (``baseline.load_kind``, chosen after the lock): ``symmetric`` (Σ busy_k · b_j)
+  or ``queue`` (the closed queueing network of ``runtime.queueing``), on all three splits; least mean of the three.
 
 One constant varies at a time, the others at their shipped values.
 
-  python scripts/dev_constants.py [--data datasets/h100] [--only gate,eps,gamma,min_waves,trees,cross] [--seeds 3]
+  python scripts/dev_constants.py [--data datasets/h100] [--only gate,eps,gamma,min_waves,trees,cross,load] [--seeds 3]
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 GRIDS = {
     "gate": (1 / 3, 0.5, 0.7, 1.0, 2.0),
     "eps": (1.0, 10.0),
+    "load": ("symmetric", "queue"),
     "gamma": (0.0, 0.15, 0.3, 0.5, 0.7, 1.0),
     "min_waves": (0.0, 0.25, 0.5, 0.75, 1.0),
     "trees": tuple({"n_estimators": n, "max_depth": d, "learning_rate": lr}
@@ -69,11 +72,12 @@ def main() -> int:
     base = rows.drop(columns=[c for c in features.FEATURES if c != "n_jobs" and c in rows])
     mps_base = base[base["mode"] == "mps"]
 
-    def dev_mape(mode: str, params: dict | None = None, df=None, kind: str = "leave-arch") -> float:
+    def dev_mape(mode: str, params: dict | None = None, df=None, kind: str = "leave-arch", model_kw=None) -> float:
         df = rows if df is None else df
         df = df[df["mode"] == mode].reset_index(drop=True)
         s = df["slowdown"].to_numpy()
-        return float(np.mean([mape_pct(s, out_of_sample(df, kind, params={**(params or {}), "random_state": k}))
+        return float(np.mean([mape_pct(s, out_of_sample(df, kind, params={**(params or {}), "random_state": k},
+                                                        model_kw=model_kw))
                               for k in range(a.seeds)]))
 
     def show(name: str, values, scores, shipped) -> None:
@@ -135,6 +139,17 @@ def main() -> int:
                 print(f"  cross {mode:<9} {v!s:<5} " + "  ".join(f"{kind} {m:6.2f}%" for kind, m in zip(LOCKED_KINDS, scores))
                       + (" *" if v == shipped else ""), flush=True)
         baseline.MPS_WAIT_CROSS_SCALE = shipped
+
+    if "load" in only:
+        from colopred.research.protocol import LOCKED_KINDS
+
+        print("Time-slicing contention load (development MAPE per split: leave-arch, pairs -> triples, -> four-job sets)")
+        shipped, scores = baseline.load_kind("timeslice"), []
+        for v in GRIDS["load"]:
+            split_scores = [dev_mape("timeslice", kind=kind, model_kw={"load": v}) for kind in LOCKED_KINDS]
+            scores.append(float(np.mean(split_scores)))
+            print("    " + f"{v:<10} " + "  ".join(f"{kind} {m:6.2f}%" for kind, m in zip(LOCKED_KINDS, split_scores)), flush=True)
+        show("load (mean of the splits)", GRIDS["load"], scores, shipped)
 
     if "trees" in only:
         print("TREE_PARAMS (development leave-arch MAPE, mean of time-slicing and MPS)")

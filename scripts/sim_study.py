@@ -9,12 +9,18 @@ Step 2 compares, by cross-validation on the development rows of the locked split
 triples, pairs and triples → four-job sets), once on the locked rows, and by the same cross-validation on every
 architecture (the protocol of the report's headline figures), per-job slowdown MAPE of:
 
-- ``colopred``: the shipped design (contention baseline × trees);
+- ``colopred``: the shipped design (contention baseline × trees; under time-slicing its load is the queueing
+  network's, ``runtime.queueing``);
+- ``colopred, symmetric load``: the same with the time-slicing load of earlier models, Σ busy_k · b_j;
+- ``colopred, exact network load``: the same with the queueing network solved exactly (mean value analysis over
+  every subset of the set) instead of by Schweitzer's approximation;
 - ``simulator``: the simulated slowdown alone;
 - ``simulator, calibrated``: log s = a + b·log s_sim, a and b fitted on the training rows;
 - ``simulator x trees``: the calibrated simulator as the baseline, the trees (same features and settings) on the
   log residual;
-- ``colopred + sim feature``: the shipped design with log s_sim as one more tree feature.
+- ``colopred + sim feature``: the shipped design with log s_sim as one more tree feature;
+- ``colopred + sim term``: the shipped design with s_sim − 1 as one more term of the contention baseline (its own
+  non-negative coefficient), the trees on the residual.
 
   PYTHONPATH=. python scripts/sim_study.py --simulate --out reports/h100/kernel_sim
   PYTHONPATH=. python scripts/sim_study.py --out reports/h100/kernel_sim      # step 2 only
@@ -80,6 +86,25 @@ def simulate_all(ds, data: str, out: Path, workers: int, sim_kw: dict, modes=("t
         print(f"{mode}: {len(tasks)} windows in {time.time() - t0:.0f} s", flush=True)
 
 
+def exact_queue_load(df: pd.DataFrame) -> np.ndarray:
+    """b_j · Q(S − {j}) of each row: the queueing network of ``runtime.queueing`` solved exactly by mean value analysis
+    (one customer per job; the total GPU queue Q of every subset S of the window's jobs, from the smaller ones)."""
+    from itertools import combinations
+
+    out = np.empty(len(df))
+    for _, g in df.groupby("window_id", sort=False):
+        b = np.clip(g["t_busy"].to_numpy(), 0.0, 1.0)
+        t = np.exp(g["t_log_iter_ms"].to_numpy())
+        D, Z = b * t, (1 - b) * t
+        n, Q = len(g), {(): 0.0}
+        for size in range(1, n):
+            for S in combinations(range(n), size):
+                r = [D[j] * (1 + Q[tuple(m for m in S if m != j)]) for j in S]
+                Q[S] = sum(x / (Z[j] + x) if x > 0 else 0.0 for j, x in zip(S, r))
+        out[g.index.to_numpy()] = [b[j] * Q[tuple(m for m in range(n) if m != j)] for j in range(n)]
+    return out
+
+
 def compare(ds, data: str, out: Path, modes=("timeslice", "mps")) -> pd.DataFrame:
     import xgboost as xgb
 
@@ -87,6 +112,7 @@ def compare(ds, data: str, out: Path, modes=("timeslice", "mps")) -> pd.DataFram
     from colopred.io import write_csv_atomic
     from colopred.research.evaluation import mape_pct, new_model, splits
     from colopred.research.protocol import LOCKED_KINDS, is_locked, locked_architectures
+    from colopred.runtime.baseline import baseline_slowdown, baseline_terms, fit_coefs, load_kind
     from colopred.runtime.features import FEATURES, model_features
 
     locked = locked_architectures(data)
@@ -106,6 +132,12 @@ def compare(ds, data: str, out: Path, modes=("timeslice", "mps")) -> pd.DataFram
         def predict(design: str, tr: np.ndarray, te: np.ndarray) -> np.ndarray:
             if design == "colopred":
                 return new_model(mode, interval=False, calibrate=False).fit(X[tr], s[tr]).predict(X[te])
+            if design == "colopred, symmetric load":
+                return new_model(mode, interval=False, calibrate=False, load="symmetric").fit(X[tr], s[tr]).predict(X[te])
+            if design == "colopred, exact network load":
+                Xe = X.copy()
+                Xe[:, list(FEATURES).index("queue_load")] = exact
+                return new_model(mode, interval=False, calibrate=False).fit(Xe[tr], s[tr]).predict(Xe[te])
             if design == "simulator":
                 return np.exp(ls[te])
             b, a = np.polyfit(ls[tr], np.log(s[tr]), 1)
@@ -121,9 +153,33 @@ def compare(ds, data: str, out: Path, modes=("timeslice", "mps")) -> pd.DataFram
                 Xa = np.column_stack([X[:, cols], ls])
                 m = xgb.XGBRegressor(objective="reg:squarederror", **TREE_PARAMS).fit(Xa[tr], r)
                 return base.baseline(X[te]) * np.exp(m.predict(Xa[te]))
+            if design == "colopred + sim term":
+                terms = np.column_stack([baseline_terms(X, load_kind(mode)), np.exp(ls) - 1.0])
+                coefs = fit_coefs(terms[tr], s[tr])
+                base = baseline_slowdown(coefs, terms)
+                r = np.log(s[tr]) - np.log(base[tr])
+                m = xgb.XGBRegressor(objective="reg:squarederror", **TREE_PARAMS).fit(X[tr][:, cols], r)
+                return base[te] * np.exp(m.predict(X[te][:, cols]))
+            if design == "sim term, no load":
+                terms = np.column_stack([baseline_terms(X, load_kind(mode))[:, 1:], np.exp(ls) - 1.0])
+                coefs = fit_coefs(terms[tr], s[tr])
+                base = baseline_slowdown(coefs, terms)
+                r = np.log(s[tr]) - np.log(base[tr])
+                m = xgb.XGBRegressor(objective="reg:squarederror", **TREE_PARAMS).fit(X[tr][:, cols], r)
+                return base[te] * np.exp(m.predict(X[te][:, cols]))
+            if design == "sim term + sim feature":
+                terms = np.column_stack([baseline_terms(X, load_kind(mode)), np.exp(ls) - 1.0])
+                coefs = fit_coefs(terms[tr], s[tr])
+                base = baseline_slowdown(coefs, terms)
+                r = np.log(s[tr]) - np.log(base[tr])
+                Xa = np.column_stack([X[:, cols], ls])
+                m = xgb.XGBRegressor(objective="reg:squarederror", **TREE_PARAMS).fit(Xa[tr], r)
+                return base[te] * np.exp(m.predict(Xa[te]))
             raise ValueError(design)
 
-        designs = ("colopred", "simulator", "simulator, calibrated", "simulator x trees", "colopred + sim feature")
+        exact = exact_queue_load(df)
+        designs = ("colopred", "colopred, symmetric load", "colopred, exact network load", "simulator", "simulator, calibrated", "simulator x trees", "colopred + sim feature",
+                   "colopred + sim term", "sim term, no load", "sim term + sim feature")
         for kind in LOCKED_KINDS:  # leave-arch, pairs -> triples, pairs and triples -> four-job sets
             for protocol, rows in (("development CV", dev), ("all architectures CV", np.ones(len(df), bool))):
                 d = df[rows].reset_index(drop=True)

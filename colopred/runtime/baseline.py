@@ -20,9 +20,9 @@ from .features import FEATURES
 
 # The baseline's terms, each with its own non-negative coefficient.
 BASELINE_TERMS = ("contention_load", "wait_full_grid", "wait_small_grid")
-LOAD_KINDS = ("symmetric", "mps_share")
+LOAD_KINDS = ("queue", "symmetric", "mps_share")
 # The FEATURES columns the baseline reads.
-BASELINE_COLUMNS = ("t_busy", "co_sum_busy", "mps_share_load", "t_log_kernels", "t_log_iter_ms", "co_sum_busy_mps_wait_us",
+BASELINE_COLUMNS = ("t_busy", "co_sum_busy", "queue_load", "mps_share_load", "t_log_kernels", "t_log_iter_ms", "co_sum_busy_mps_wait_us",
                     "t_launch_fill", "mps_wait_cross_us")
 
 Rows = np.ndarray | Mapping[str, np.ndarray]
@@ -36,19 +36,24 @@ def _col(X: Rows, name: str) -> np.ndarray:
 
 
 def load_kind(mode: str | None) -> str:
-    """The contention load of a mode's baseline: ``mps_share`` under MPS, ``symmetric`` otherwise."""
-    return "mps_share" if mode == "mps" else "symmetric"
+    """The contention load of a mode's baseline: ``mps_share`` under MPS, ``queue`` otherwise."""
+    return "mps_share" if mode == "mps" else "queue"
 
 
 def contention_load(X: Rows, kind: str = "symmetric") -> np.ndarray:
-    """L of each row. ``symmetric`` (time-slicing): Σ_{k≠j} busy_k · min(1, busy_j), the share of the target's
-    GPU time that other jobs' kernels compete for. ``mps_share``: Σ_k busy_k · fill_k · 2(u_k + ε)/(u_j + u_k + 2ε)
+    """L of each row. ``queue`` (time-slicing): b_j · Σ_{k≠j} Q_k with b = min(1, busy), Q_k co-runner k's mean
+    presence at the GPU under contention in a closed queueing network of the set (``queueing``, column
+    ``queue_load``). ``symmetric``: Σ_{k≠j} busy_k · min(1, busy_j), the same with each co-runner's solo busy
+    fraction for its presence (the time-slicing load of colopred 0.3; equal to ``queue`` for saturating jobs,
+    lower beside host-bound co-runners that slow each other). ``mps_share``: Σ_k busy_k · fill_k · 2(u_k + ε)/(u_j + u_k + 2ε)
     · min(1, busy_j) with u = busy · JobProfile.mps_wait_us, ε = ``constants.SHARE_EPS_US`` and fill =
     JobProfile.sm_fill_pct / 100: under MPS the job whose kernels hold the SMs longer keeps them and its partner
     loses the contended time, and a co-runner whose grids fill part of the SMs leaves the rest to its partners
     (weights 1 where a wait or a fill is missing, GPM). Computed per co-runner in ``features.feature_matrix``."""
     if kind == "mps_share":
         return _col(X, "mps_share_load")
+    if kind == "queue":
+        return _col(X, "queue_load")
     if kind != "symmetric":
         raise ValueError(f"unknown contention load {kind!r} (one of {', '.join(LOAD_KINDS)})")
     return _col(X, "co_sum_busy") * np.minimum(1.0, _col(X, "t_busy"))

@@ -8,6 +8,9 @@ with -1 (:func:`feature_matrix`). What each feature means for contention is in `
 ``mps_wait_cross_us`` (baseline only): Σ_{k≠j} u_k · Σ_{m∉{j,k}} busy_m with u = busy · JobProfile.mps_wait_us, how
 far each co-runner's kernels in flight are stretched by the set's other co-runners (0 in a pair;
 ``baseline.wait_load``). Summed in slot order, the same in every path below, so that they agree bit for bit.
+
+``queue_load`` (baseline only): b_j · Σ_{m≠j} Q_m, the time-slicing contention load of a closed queueing network
+(``queueing.queue_load``), from every member's busy fraction and solo iteration time.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import pandas as pd
 
 from ..constants import SHARE_EPS_US
 from ..profile import JobProfile
+from .queueing import queue_load
 
 # Per-job base features, from a JobProfile (base_vector). Missing values (NaN) where a profile lacks
 # kernel-level data (NVML GPM profiles); XGBoost routes missing values itself.
@@ -45,7 +49,7 @@ AGGS = ("sum", "max", "min", "mean")
 FEATURES = tuple(
     [f"t_{b}" for b in BASE]
     + [f"co_{agg}_{b}" for b in CO_AGG for agg in AGGS]
-    + ["n_jobs", "mps_share_load", "mps_wait_cross_us"]
+    + ["n_jobs", "mps_share_load", "mps_wait_cross_us", "queue_load"]
 )
 # The columns the trees see: no sums and no set size, which grow with the set and would leave the
 # training range for sets larger than those measured; how much of the GPU the co-runners take enters
@@ -53,7 +57,7 @@ FEATURES = tuple(
 # slowdown to it. The MPS wait and the co-runners' DRAM p25 enter the trees under MPS only: under
 # time-slicing the wait coefficient fits to 0 and the features made partner choices worse.
 MPS_ONLY = ("busy_mps_wait_us", "dram_util_p25")
-BASELINE_ONLY = ("t_launch_fill", "mps_wait_cross_us")
+BASELINE_ONLY = ("t_launch_fill", "mps_wait_cross_us", "queue_load")
 MODEL_FEATURES = tuple(f for f in FEATURES if not f.startswith("co_sum_") and f not in ("n_jobs", "mps_share_load", *BASELINE_ONLY)
                        and not f.endswith(MPS_ONLY))
 MPS_TREE_FEATURES = tuple(f for f in FEATURES if f.endswith(MPS_ONLY) and not f.startswith("co_sum_") and f != "t_dram_util_p25")
@@ -143,6 +147,7 @@ def _full_finite_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -
     u = C[..., CO_AGG.index("busy_mps_wait_us")]
     busy = C[..., CO_AGG.index("busy")]
     busy_fill = busy * (C[..., CO_AGG.index("sm_fill")] / 100.0)
+    queue = queue_load(busy, np.exp(V[..., BASE.index("log_iter_ms")]))  # k x n
     X = _empty_rows(n * k, out)
     for i in range(k):
         rows = X[i * n : (i + 1) * n]
@@ -163,6 +168,7 @@ def _full_finite_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -
             load += busy_fill[j] * (2 * (u[j] + SHARE_EPS_US) / (u[i] + u[j] + 2 * SHARE_EPS_US))
         rows[:, _N_OWN + _N_AGG + 1] = load * np.minimum(1.0, V[i, :, BASE.index("busy")])
         rows[:, _N_OWN + _N_AGG + 2] = _wait_cross([u[j] for j in others], [busy[j] for j in others], n)
+        rows[:, _N_OWN + _N_AGG + 3] = queue[i]
     return X, np.tile(np.arange(n), k), np.repeat(np.arange(k), n)
 
 
@@ -214,6 +220,7 @@ class _SlotColumns:
         self._base: dict[tuple[int, int], np.ndarray] = {}
         self._total: dict[int, np.ndarray] = {}
         self._co_sum: dict[tuple[int, int], np.ndarray] = {}
+        self._queue: np.ndarray | None = None
 
     def base(self, b: int, slot: int) -> np.ndarray:
         v = self._base.get((b, slot))
@@ -236,6 +243,12 @@ class _SlotColumns:
             return self.base(BASE.index(name[2:]), i)
         if name == "n_jobs":
             return float(self.k)
+        if name == "queue_load":
+            if self._queue is None:
+                busy, it = BASE.index("busy"), BASE.index("log_iter_ms")
+                self._queue = queue_load(np.stack([self.base(busy, s) for s in range(self.k)]),
+                                         np.exp(np.stack([self.base(it, s) for s in range(self.k)])))
+            return self._queue[i]
         if name == "mps_wait_cross_us":
             u, busy = BASE.index("busy_mps_wait_us"), BASE.index("busy")
             return _wait_cross([self.base(u, j) for j in others], [self.base(busy, j) for j in others], len(self.sets))
@@ -277,6 +290,7 @@ def _any_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -> tuple[
     busy = C[..., CO_AGG.index("busy")]
     busy_fill = busy * np.nan_to_num(C[..., CO_AGG.index("sm_fill")] / 100.0, nan=1.0)
     counts = valid.sum(axis=0)
+    queue = queue_load(np.where(valid.T, busy, 0.0), np.exp(V[..., BASE.index("log_iter_ms")]))  # empty slots: busy 0
     X = _empty_rows(int(counts.sum()), out)
     set_of, pos_of, start = [], [], 0
     for i in range(k):
@@ -317,6 +331,7 @@ def _any_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -> tuple[
         rows[:, _N_OWN + _N_AGG + 2] = _wait_cross([np.where(p, u[j, m], 0.0) for j, p in zip(others, present)],
                                                    [np.where(p, busy[j, m], 0.0) for j, p in zip(others, present)],
                                                    int(counts[i]))
+        rows[:, _N_OWN + _N_AGG + 3] = queue[i, m]
         set_of.append(np.flatnonzero(valid[:, i]))
         pos_of.append(np.full(int(counts[i]), i))
     return X, np.concatenate(set_of), np.concatenate(pos_of)
