@@ -43,21 +43,25 @@ sys.path.insert(0, str(ROOT))
 _TRACES: dict = {}
 
 
-def _load_traces(data: str) -> dict:
+def _load_traces(data: str, uniform: bool = False) -> dict:
     from colopred.measurement.profiling.ncu_csv import read_ncu_csv
     from colopred.research.dataset import load_profiles_dir
-    from colopred.research.kernel_sim import trace_from_kernels
+    from colopred.research.kernel_sim import KernelTrace, trace_from_kernels
 
     out = {}
     for name, p in load_profiles_dir(Path(data) / "profiles" / "ncu").items():
         k = read_ncu_csv(Path(data) / "ncu_reports" / f"{name}.csv.gz").kernels
         out[name] = trace_from_kernels(name, k["duration_ns"], k["waves_per_sm"], k["dram_pct"], p.iteration_ms,
                                        p.iterations_profiled, occupancy_pct=k["occupancy_pct"])
+        if uniform:  # every segment the mean length: the kernel time spread evenly over the iteration
+            tr = out[name]
+            out[name] = KernelTrace(tr.name, np.full(len(tr.work_us), tr.work_us.mean()), tr.fill, tr.dram,
+                                    tr.iteration_us, tr.launches, tr.wait_us)
     return out
 
 
-def _init(data: str) -> None:
-    _TRACES.update(_load_traces(data))
+def _init(data: str, uniform: bool = False) -> None:
+    _TRACES.update(_load_traces(data, uniform))
 
 
 def _simulate_window(args):
@@ -68,7 +72,8 @@ def _simulate_window(args):
     return window_id, jobs, simulate(traces, mode, **sim_kw)
 
 
-def simulate_all(ds, data: str, out: Path, workers: int, sim_kw: dict, modes=("timeslice", "mps")) -> None:
+def simulate_all(ds, data: str, out: Path, workers: int, sim_kw: dict, modes=("timeslice", "mps"),
+                 uniform: bool = False) -> None:
     """Simulate every window of ``ds`` (the dataset of folder ``data``, whose raw ncu reports the workers read)."""
     from colopred.io import write_csv_atomic
 
@@ -77,7 +82,7 @@ def simulate_all(ds, data: str, out: Path, workers: int, sim_kw: dict, modes=("t
         df = ds.for_mode(mode)
         tasks = [(w, mode, tuple(g["job"]), tuple(g["solo_ms"]), sim_kw) for w, g in df.groupby("window_id", sort=False)]
         t0, rows = time.time(), []
-        with ProcessPoolExecutor(workers, initializer=_init, initargs=(data,)) as pool:
+        with ProcessPoolExecutor(workers, initializer=_init, initargs=(data, uniform)) as pool:
             for i, (w, jobs, s) in enumerate(pool.map(_simulate_window, tasks, chunksize=8)):
                 rows += [(w, j, float(x)) for j, x in zip(jobs, s)]
                 if (i + 1) % 200 == 0:
@@ -217,12 +222,14 @@ def main() -> int:
     ap.add_argument("--slice-us", type=float, default=SLICE_US, help="time slice of the simulator (timeslice)")
     ap.add_argument("--switch-us", type=float, default=SWITCH_US, help="context switch cost of the simulator (timeslice)")
     ap.add_argument("--wait-scale", type=float, default=MPS_WAIT_SCALE, help="multiplier of the MPS launch waits")
+    ap.add_argument("--uniform-segments", action="store_true",
+                    help="give every segment of a job the same length (does the kernel sequence matter?)")
     a = ap.parse_args()
     out = Path(a.out)
     ds = load_dataset(a.data, relabel=False)  # OUT/sim_MODE.csv holds one simulation per measured window
     if a.simulate:
         simulate_all(ds, a.data, out, a.workers, {"slice_us": a.slice_us, "switch_us": a.switch_us, "wait_scale": a.wait_scale},
-                     tuple(a.modes.split(",")))
+                     tuple(a.modes.split(",")), a.uniform_segments)
     from colopred.research.report import md_table
 
     table = compare(ds, a.data, out, tuple(a.modes.split(",")))
