@@ -21,9 +21,16 @@ from .features import FEATURES
 # The baseline's terms, each with its own non-negative coefficient.
 BASELINE_TERMS = ("contention_load", "wait_full_grid", "wait_small_grid")
 LOAD_KINDS = ("queue", "symmetric", "mps_share")
-# The FEATURES columns the baseline reads.
-BASELINE_COLUMNS = ("t_busy", "co_sum_busy", "queue_load", "mps_share_load", "t_log_kernels", "t_log_iter_ms", "co_sum_busy_mps_wait_us",
-                    "t_launch_fill", "mps_wait_cross_us")
+# The FEATURES columns the baseline reads: those of its wait terms, and each load kind's own.
+_WAIT_COLUMNS = ("t_busy", "t_log_kernels", "t_log_iter_ms", "co_sum_busy_mps_wait_us", "t_launch_fill", "mps_wait_cross_us")
+_LOAD_COLUMNS = {"queue": ("queue_load",), "symmetric": ("co_sum_busy",), "mps_share": ("mps_share_load",)}
+BASELINE_COLUMNS = _WAIT_COLUMNS + tuple(c for cols in _LOAD_COLUMNS.values() for c in cols)
+
+
+def baseline_columns(kind: str) -> tuple[str, ...]:
+    """The FEATURES columns the baseline of contention load ``kind`` reads (the batch path builds only those: the
+    queue load costs a fixed point per set, which an MPS model does not need)."""
+    return _WAIT_COLUMNS + _LOAD_COLUMNS[kind]
 
 Rows = np.ndarray | Mapping[str, np.ndarray]
 

@@ -394,7 +394,8 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
 
     def _predict_columns(self, X32: np.ndarray, columns: dict[str, np.ndarray], n_jobs: int) -> np.ndarray:
         """:meth:`predict` of rows built by :func:`colopred.runtime.features.feature_columns`: the trees' columns
-        (``features_``, float32) and the baseline's (``BASELINE_COLUMNS``, float64), all rows of sets of ``n_jobs``."""
+        (``features_``, float32) and the baseline's (``baseline.baseline_columns(load_)``, float64), all rows of sets of
+        ``n_jobs``."""
         if n_jobs <= 1:
             return np.ones(len(X32))
         return self._point(X32, baseline_slowdown(self.baseline_coefs_, baseline_terms(columns, self.load_)), columns["t_busy"])

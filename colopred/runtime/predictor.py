@@ -28,7 +28,7 @@ from ..profile import JobProfile
 from . import outcome
 from .checks import check_pack, check_predict, check_predict_many, check_rank_partners
 from .estimator import SlowdownModel
-from .baseline import BASELINE_COLUMNS
+from .baseline import baseline_columns
 from .features import FEATURES, feature_columns, feature_matrix, index_sets, profile_matrix  # noqa: F401 (index_sets: the benchmark's)
 from .manifest import default_model_path, load_model, save_model
 from .placement import Gpu, Placement, place
@@ -238,12 +238,13 @@ class Predictor:
         n_rows = max((g * min(len(r), PREDICT_CHUNK_SETS) for g, r in groups), default=0)
         tree_buf = np.empty(n_rows * len(model.features_), dtype=np.float32)
         X_buf = None
+        exact = baseline_columns(model.load_)
         for g, rows_g in groups:
             for lo in range(0, len(rows_g), PREDICT_CHUNK_SETS):
                 r = rows_g[lo : lo + PREDICT_CHUNK_SETS]
                 slots = order[r, :g]
                 members = np.take_along_axis(idx[r], slots, axis=1)
-                built = feature_columns(P, members, model.features_, BASELINE_COLUMNS, out=tree_buf)
+                built = feature_columns(P, members, model.features_, exact, out=tree_buf)
                 if built is not None:  # rows slot by slot: every set's first member, then every set's second, ...
                     s[r[:, None], slots] = model._predict_columns(*built, n_jobs=g).reshape(g, len(r)).T
                     continue
