@@ -158,27 +158,13 @@ def compare(ds, data: str, out: Path, modes=("timeslice", "mps")) -> pd.DataFram
                 Xa = np.column_stack([X[:, cols], ls])
                 m = xgb.XGBRegressor(objective="reg:squarederror", **TREE_PARAMS).fit(Xa[tr], r)
                 return base.baseline(X[te]) * np.exp(m.predict(Xa[te]))
-            if design == "colopred + sim term":
-                terms = np.column_stack([baseline_terms(X, load_kind(mode)), np.exp(ls) - 1.0])
-                coefs = fit_coefs(terms[tr], s[tr])
-                base = baseline_slowdown(coefs, terms)
-                r = np.log(s[tr]) - np.log(base[tr])
-                m = xgb.XGBRegressor(objective="reg:squarederror", **TREE_PARAMS).fit(X[tr][:, cols], r)
-                return base[te] * np.exp(m.predict(X[te][:, cols]))
-            if design == "sim term, no load":
-                terms = np.column_stack([baseline_terms(X, load_kind(mode))[:, 1:], np.exp(ls) - 1.0])
-                coefs = fit_coefs(terms[tr], s[tr])
-                base = baseline_slowdown(coefs, terms)
-                r = np.log(s[tr]) - np.log(base[tr])
-                m = xgb.XGBRegressor(objective="reg:squarederror", **TREE_PARAMS).fit(X[tr][:, cols], r)
-                return base[te] * np.exp(m.predict(X[te][:, cols]))
-            if design == "sim term + sim feature":
-                terms = np.column_stack([baseline_terms(X, load_kind(mode)), np.exp(ls) - 1.0])
-                coefs = fit_coefs(terms[tr], s[tr])
-                base = baseline_slowdown(coefs, terms)
-                r = np.log(s[tr]) - np.log(base[tr])
-                Xa = np.column_stack([X[:, cols], ls])
-                m = xgb.XGBRegressor(objective="reg:squarederror", **TREE_PARAMS).fit(Xa[tr], r)
+            if design in ("colopred + sim term", "sim term, no load", "sim term + sim feature"):
+                # s_sim − 1 as one more baseline term (in place of the load: "no load"), the trees on the residual
+                terms = baseline_terms(X, load_kind(mode))
+                terms = np.column_stack([terms[:, 1:] if design == "sim term, no load" else terms, np.exp(ls) - 1.0])
+                base = baseline_slowdown(fit_coefs(terms[tr], s[tr]), terms)
+                Xa = np.column_stack([X[:, cols], ls]) if design == "sim term + sim feature" else X[:, cols]
+                m = xgb.XGBRegressor(objective="reg:squarederror", **TREE_PARAMS).fit(Xa[tr], np.log(s[tr]) - np.log(base[tr]))
                 return base[te] * np.exp(m.predict(Xa[te]))
             raise ValueError(design)
 
