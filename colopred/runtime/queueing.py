@@ -37,7 +37,15 @@ def co_runner_presence(busy: np.ndarray, iteration_ms: np.ndarray) -> np.ndarray
     S is then the root of the scalar equation Σ_j Q_j(S) = S, found by Newton's method from S = Σ_j b_j (the
     presences at solo speed, below the root; Σ Q_j(S) − S is concave, so the steps rise to it without overshoot) in
     ``constants.QUEUE_ITERATIONS`` steps, a fixed count so that a set gives the same numbers in any batch."""
-    b = np.clip(np.nan_to_num(np.asarray(busy, dtype=np.float64)), 0.0, 1.0)
+    return _co_runner_presence(_busy(busy), iteration_ms)
+
+
+def _busy(busy: np.ndarray) -> np.ndarray:
+    """b = min(1, busy), 0 where missing."""
+    return np.clip(np.nan_to_num(np.asarray(busy, dtype=np.float64)), 0.0, 1.0)
+
+
+def _co_runner_presence(b: np.ndarray, iteration_ms: np.ndarray) -> np.ndarray:
     t = np.asarray(iteration_ms, dtype=np.float64)
     t = np.where(np.isfinite(t) & (t > 0), t, 1.0)
     D = b * t
@@ -63,5 +71,5 @@ def _presence(D: np.ndarray, ZD: np.ndarray, DD4: np.ndarray, a: np.ndarray) -> 
 
 def queue_load(busy: np.ndarray, iteration_ms: np.ndarray) -> np.ndarray:
     """b_j · Σ_{m≠j} Q_m of each slot (slots x sets, as :func:`co_runner_presence`)."""
-    b = np.clip(np.nan_to_num(np.asarray(busy, dtype=np.float64)), 0.0, 1.0)
-    return b * co_runner_presence(busy, iteration_ms)
+    b = _busy(busy)
+    return b * _co_runner_presence(b, iteration_ms)
