@@ -60,11 +60,15 @@ the SMs split contention evenly. Of 1 and 10 µs, 10 gave the lower leave-archit
 development architectures of the locked split alone (``scripts/dev_constants.py``): 10 µs 7.44% against 1 µs 7.68%
 MPS MAPE, the same choice."""
 
-QUEUE_ITERATIONS = 6
-"""Newton steps of the time-slicing queue load's fixed point (``runtime.queueing``), a fixed count so that a set's
-load does not depend on its batch. On random sets (busy 0–1, a third saturating, a twentieth idle, iteration times
-1 ms–1 s, 2 to 16 jobs) the load after 5 steps is within 1e-11 (relative) of Schweitzer's iteration run to machine
-precision, after 3 within 4e-5; 6 leave one step of room."""
+QUEUE_STEP_TOLERANCE = 1e-8
+"""A set's Newton iteration for the time-slicing queue load (``runtime.queueing``) stops after a step below this
+fraction of 1 + S: Newton's method converges quadratically, so the iterate after such a step is within about its
+square (1e-16) of the fixed point. On random sets of 3 to 32 jobs (busy 0–1, a third saturating) that is 2 to 4 steps
+after the start, and within 1e-14 (relative) of the iteration run 60 steps."""
+
+QUEUE_MAX_STEPS = 60
+"""At most this many Newton steps for a set's queue load; a set of many nearly idle jobs (32 jobs of busy < 0.1, near
+the knee where Σ Q_j(S) − S is flat) needs up to about 15."""
 
 WAIT_BUSY_GATE_EXPONENT = 1 / 3
 """The MPS wait load is gated by busy_j to this power: a host-bound job absorbs part of its waits in its own

@@ -10,7 +10,7 @@ far each co-runner's kernels in flight are stretched by the set's other co-runne
 ``baseline.wait_load``). Summed in slot order, the same in every path below, so that they agree bit for bit.
 
 ``queue_load`` (baseline only): b_j · Σ_{m≠j} Q_m, the time-slicing contention load of a closed queueing network
-(``queueing.queue_load``), from every member's busy fraction and solo iteration time.
+(``queueing.queue_load``), from every member's busy fraction.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def _full_finite_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -
     u = C[..., CO_AGG.index("busy_mps_wait_us")]
     busy = C[..., CO_AGG.index("busy")]
     busy_fill = busy * (C[..., CO_AGG.index("sm_fill")] / 100.0)
-    queue = queue_load(busy, np.exp(V[..., BASE.index("log_iter_ms")]))  # k x n
+    queue = queue_load(busy)  # k x n
     X = _empty_rows(n * k, out)
     for i in range(k):
         rows = X[i * n : (i + 1) * n]
@@ -245,9 +245,8 @@ class _SlotColumns:
             return float(self.k)
         if name == "queue_load":
             if self._queue is None:
-                busy, it = BASE.index("busy"), BASE.index("log_iter_ms")
-                self._queue = queue_load(np.stack([self.base(busy, s) for s in range(self.k)]),
-                                         np.exp(np.stack([self.base(it, s) for s in range(self.k)])))
+                busy = BASE.index("busy")
+                self._queue = queue_load(np.stack([self.base(busy, s) for s in range(self.k)]))
             return self._queue[i]
         if name == "mps_wait_cross_us":
             u, busy = BASE.index("busy_mps_wait_us"), BASE.index("busy")
@@ -290,7 +289,7 @@ def _any_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -> tuple[
     busy = C[..., CO_AGG.index("busy")]
     busy_fill = busy * np.nan_to_num(C[..., CO_AGG.index("sm_fill")] / 100.0, nan=1.0)
     counts = valid.sum(axis=0)
-    queue = queue_load(np.where(valid.T, busy, 0.0), np.exp(V[..., BASE.index("log_iter_ms")]))  # empty slots: busy 0
+    queue = queue_load(np.where(valid.T, busy, 0.0))  # empty slots: busy 0
     X = _empty_rows(int(counts.sum()), out)
     set_of, pos_of, start = [], [], 0
     for i in range(k):

@@ -7,69 +7,184 @@ arriving at the GPU finds every other job's mean queue presence Q_m, its own non
 
   R_j = D_j · (1 + Σ_{m≠j} Q_m),   Q_m = R_m / (Z_m + R_m),
 
-R_j the GPU residence of job j per iteration beside the others (solved per set as one scalar equation in
-S = Σ_m Q_m: :func:`co_runner_presence`). Its slowdown is (Z_j + R_j) / t_j, so the load the
+R_j the GPU residence of job j per iteration beside the others. Its slowdown is (Z_j + R_j) / t_j, so the load the
 baseline scales is
 
   queue_load_j = (Z_j + R_j) / t_j − 1 = b_j · Σ_{m≠j} Q_m.
 
+Each job's time scale cancels from its presence (divide its R and Z by t_j: Q_j = (1 + P_j) / ((1 − b_j)/b_j + 1 +
+P_j), P_j = Σ_{m≠j} Q_m), so the load is a function of the members' busy fractions alone; the exact network is too
+(scaling one class's times scales its residence and its throughput inversely). A pair's fixed point is the root of
+a quadratic (:func:`_pair_presence`); a larger set's is found by Newton's method on one scalar equation in
+S = Σ_m Q_m (:func:`co_runner_presence`).
+
 Two saturating jobs give 1 each (equal turns), three give 2; a host-bound co-runner counts by its presence at the
 GPU *under contention* (Q_m ≥ b_m: it is slowed too, and holds its turn longer), which the sum of solo busy
-fractions, b_j · Σ_{m≠j} b_m, undercounts more the more jobs share the GPU. A set of n jobs is the same
-computation as a pair. Source: Schweitzer, "Approximate analysis of multiclass closed networks of queues" (1979);
-Lazowska et al., *Quantitative System Performance* (1984), ch. 7. Chosen over the exact recursion (2^n subsets) and
-over a kernel-level time-slicing simulator on the development rows of the locked split (``docs/model.md``).
+fractions, b_j · Σ_{m≠j} b_m, undercounts more the more jobs share the GPU. Source: Schweitzer, "Approximate
+analysis of multiclass closed networks of queues" (1979); Lazowska et al., *Quantitative System Performance*
+(1984), ch. 7. Chosen over the exact recursion (2^n subsets) and over a kernel-level time-slicing simulator on the
+development rows of the locked split (``docs/model.md``).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ..constants import QUEUE_ITERATIONS
+from ..constants import QUEUE_MAX_STEPS, QUEUE_STEP_TOLERANCE
 
 
-def co_runner_presence(busy: np.ndarray, iteration_ms: np.ndarray) -> np.ndarray:
-    """Σ_{m≠j} Q_m of each slot: ``busy`` and ``iteration_ms`` are slots x sets (the first axis the members of each
-    set); a slot with busy 0 (an empty slot) takes no GPU time and adds nothing.
+def co_runner_presence(busy: np.ndarray) -> np.ndarray:
+    """P_j = Σ_{m≠j} Q_m of each slot: ``busy`` is slots x sets (the first axis the members of each set); a slot
+    with busy 0 (an empty slot) takes no GPU time and adds nothing.
 
-    Given the set's total presence S = Σ_m Q_m, each Q_j solves D_j·Q² − (Z_j + D_j·(2 + S))·Q + D_j·(1 + S) = 0
-    (substitute R_j = D_j·(1 + S − Q_j) into Q_j = R_j / (Z_j + R_j)); its smaller root is the presence, in [0, 1].
-    S is then the root of the scalar equation Σ_j Q_j(S) = S, found by Newton's method from S = Σ_j b_j (the
-    presences at solo speed, below the root; Σ Q_j(S) − S is concave, so the steps rise to it without overshoot) in
-    ``constants.QUEUE_ITERATIONS`` steps, a fixed count so that a set gives the same numbers in any batch."""
-    return _co_runner_presence(_busy(busy), iteration_ms)
+    A set with at most two busy members takes the pair's closed form (:func:`_pair_presence`), whatever its number
+    of slots. Otherwise, given the set's total presence S, each Q_j solves b_j·Q² − (1 + b_j·(1 + S))·Q +
+    b_j·(1 + S) = 0 (substitute R_j = D_j·(1 + S − Q_j) into Q_j = R_j / (Z_j + R_j), divided by t_j); its smaller
+    root is the presence, in [0, 1]. S is then the root of the scalar equation g(S) = Σ_j Q_j(S) − S = 0, g concave,
+    found by Newton's method from the right of the root, where its steps fall to it monotonically, each set until
+    its own step is below ``constants.QUEUE_STEP_TOLERANCE`` (:func:`_network_presence`). A set's numbers depend
+    on nothing but its own busy fractions in slot order: not on its batch, its padding or the path taken
+    (:func:`_set_presence`, the same arithmetic one set at a time, where numpy's per-call cost would dominate)."""
+    return _co_runner_presence(_busy(busy))
+
+
+def _co_runner_presence(b: np.ndarray) -> np.ndarray:
+    k, n = b.shape
+    if k <= 2:
+        return _pair_or_less(b)
+    if n <= SCALAR_MAX_SETS:
+        return np.array([_set_presence(b[:, i].tolist()) for i in range(n)]).reshape(n, k).T
+    P = _network_presence(b)
+    few = np.flatnonzero((b > 0).sum(axis=0) <= 2)
+    if few.size:  # padded pairs (sets of mixed sizes in one batch): the pair's closed form, on its busy slots
+        sub = b[:, few]
+        slots = np.argsort(sub <= 0, axis=0, kind="stable")[:2]  # the busy slots first, in slot order
+        P[:, few] = 0.0
+        P[slots, few] = _pair_or_less(sub[slots, np.arange(few.size)])
+        P[:, few] *= sub > 0  # a set of one busy job: its empty slots get nothing either
+    return P
+
+
+SCALAR_MAX_SETS = 2
+"""Batches of at most this many sets of three or more slots are solved one set at a time in Python floats
+(:func:`_set_presence`): a single prediction's triple then costs ~15 µs instead of ~80 µs of numpy calls."""
 
 
 def _busy(busy: np.ndarray) -> np.ndarray:
     """b = min(1, busy), 0 where missing."""
-    return np.clip(np.nan_to_num(np.asarray(busy, dtype=np.float64)), 0.0, 1.0)
+    return np.fmin(np.fmax(np.asarray(busy, dtype=np.float64), 0.0), 1.0)  # fmax takes 0 over NaN
 
 
-def _co_runner_presence(b: np.ndarray, iteration_ms: np.ndarray) -> np.ndarray:
-    t = np.asarray(iteration_ms, dtype=np.float64)
-    t = np.where(np.isfinite(t) & (t > 0), t, 1.0)
-    D = b * t
-    ZD, DD4 = (1.0 - b) * t + D, 4.0 * D * D  # Z + D and 4·D², fixed over the steps
-    S = b.sum(axis=0)
-    for _ in range(QUEUE_ITERATIONS):
-        Q, dQ = _presence(D, ZD, DD4, 1.0 + S)
-        S = S - (Q.sum(axis=0) - S) / np.minimum(dQ.sum(axis=0) - 1.0, -1e-12)
-    Q, _ = _presence(D, ZD, DD4, 1.0 + S)
-    return Q.sum(axis=0) - Q
+def _pair_or_less(b: np.ndarray) -> np.ndarray:
+    """P of sets of one or two slots (1 x n or 2 x n)."""
+    if b.shape[0] < 2:
+        return np.zeros_like(b)
+    return np.stack([_pair_presence(b[1], b[0]), _pair_presence(b[0], b[1])])
 
 
-def _presence(D: np.ndarray, ZD: np.ndarray, DD4: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(Q, dQ/dS) of each slot given a = 1 + S: the smaller root of D·Q² − B·Q + D·a = 0 with B = Z + D·(1 + a),
-    written 2·D·a / (B + √disc) so that D = 0 gives 0 without cancellation (B = Z > 0 then), and its derivative
-    D·(1 − Q) / √disc (disc > 0 unless every job of the set is idle, S = 0)."""
-    B = ZD + D * a
-    root = np.sqrt(np.maximum(B * B - DD4 * a, 0.0))
-    Q = 2.0 * D * a / (B + root)
-    dQ = D * (1.0 - Q) / np.maximum(root, 1e-300)
+def _pair_presence(b_m, b_j):
+    """Q_m of job m beside job j alone (arrays or floats), the positive root of b_j·(1 + b_m)·Q² + (1 − b_m·b_j)·Q −
+    b_m·(1 + b_j) = 0 (Q_m = f_m(Q_j), Q_j = f_j(Q_m) with f(x) = b·(1 + x) / (1 + b·x), composed), written
+    2·b_m·(1 + b_j) / ((1 − b_m·b_j) + √disc) so that b_j = 0 gives b_m and b_m = 0 gives 0 without division by 0."""
+    c = 1.0 - b_m * b_j
+    num = 2.0 * b_m * (1.0 + b_j)
+    return num / (c + np.sqrt(c * c + 2.0 * num * b_j * (1.0 + b_m)))
+
+
+def _network_presence(b: np.ndarray) -> np.ndarray:
+    """P of sets of three or more slots (k x n), by Newton's method on S per set (:func:`co_runner_presence`)."""
+    n = b.shape[1]
+    bb4 = 4.0 * b * b  # fixed over the steps
+    # start right of the root: one step from S = Σ b (the presences at solo speed, left of the root) where g falls
+    # there (the concave g's tangent then meets 0 right of the root), else the number of busy members (Q ≤ 1)
+    S0 = _slot_sum(b)
+    Q, dQ = _presence(b, bb4, 1.0 + S0)
+    slope = _slot_sum(dQ) - 1.0
+    falling = slope < 0
+    S = np.where(falling, S0 - (_slot_sum(Q) - S0) / np.where(falling, slope, -1.0), (b > 0).sum(axis=0))
+    todo = np.arange(n)
+    for _ in range(QUEUE_MAX_STEPS):
+        bt, bb4t, St = (b, bb4, S) if todo.size == n else (b[:, todo], bb4[:, todo], S[todo])
+        Q, dQ = _presence(bt, bb4t, 1.0 + St)
+        St = St - (_slot_sum(Q) - St) / np.minimum(_slot_sum(dQ) - 1.0, -1e-12)
+        small = np.abs(S[todo] - St) <= QUEUE_STEP_TOLERANCE * (1.0 + St)
+        S[todo] = St
+        todo = todo[~small]
+        if not todo.size:
+            break
+    Q, _ = _presence(b, bb4, 1.0 + S)
+    return _slot_sum(Q) - Q
+
+
+def _presence(b: np.ndarray, bb4: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(Q, dQ/dS) of each slot given a = 1 + S: the smaller root of b·Q² − B·Q + b·a = 0 with B = 1 + b·a, written
+    2·b·a / (B + √disc) so that b = 0 gives 0 without cancellation, and its derivative b·(1 − Q) / √disc
+    (disc = B² − 4·b²·a > 0 unless b = 1 and S = 0)."""
+    ba = b * a
+    B = ba + 1.0
+    root = np.sqrt(np.maximum(B * B - bb4 * a, 0.0))
+    Q = 2.0 * ba / (B + root)
+    dQ = (1.0 - Q) * b / np.maximum(root, 1e-300)
     return Q, dQ
 
 
-def queue_load(busy: np.ndarray, iteration_ms: np.ndarray) -> np.ndarray:
+def _set_presence(b: list[float]) -> list[float]:
+    """:func:`_co_runner_presence` of one set of three or more slots, in Python floats: the same operations in the
+    same order (IEEE arithmetic and a correctly rounded square root give the same bits), so that a set predicted
+    alone and in a batch agree bit for bit."""
+    busy = [x for x in b if x > 0]
+    if len(busy) <= 2:
+        pair = [0.0, 0.0] if not busy else _pair_or_less(np.array(busy + [0.0] * (2 - len(busy)))[:, None])[:, 0].tolist()
+        it = iter(pair)
+        return [next(it) if x > 0 else 0.0 for x in b]
+    bb4 = [4.0 * x * x for x in b]
+
+    def presence(a: float) -> tuple[list[float], float, float]:
+        Q, dQ_sum = [], 0.0
+        for x, y in zip(b, bb4):
+            ba = x * a
+            B = ba + 1.0
+            root = math.sqrt(max(B * B - y * a, 0.0))
+            q = 2.0 * ba / (B + root)
+            Q.append(q)
+            dQ_sum += (1.0 - q) * x / max(root, 1e-300)
+        return Q, _seq_sum(Q), dQ_sum
+
+    S0 = _seq_sum(b)
+    Q, Q_sum, dQ_sum = presence(1.0 + S0)
+    slope = dQ_sum - 1.0
+    S = S0 - (Q_sum - S0) / slope if slope < 0 else float(len(busy))
+    for _ in range(QUEUE_MAX_STEPS):
+        Q, Q_sum, dQ_sum = presence(1.0 + S)
+        new = S - (Q_sum - S) / min(dQ_sum - 1.0, -1e-12)
+        small = abs(S - new) <= QUEUE_STEP_TOLERANCE * (1.0 + new)
+        S = new
+        if small:
+            break
+    Q, Q_sum, _ = presence(1.0 + S)
+    return [Q_sum - q for q in Q]
+
+
+def _seq_sum(values: list[float]) -> float:
+    """Σ in slot order, as :func:`_slot_sum`."""
+    total = values[0]
+    for v in values[1:]:
+        total += v
+    return total
+
+
+def _slot_sum(A: np.ndarray) -> np.ndarray:
+    """Σ over the slots (first axis) in slot order, whatever the number of sets: numpy's own sum of a single set's
+    column of 8 or more slots adds pairwise, in another order."""
+    total = A[0].copy()
+    for row in A[1:]:
+        total += row
+    return total
+
+
+def queue_load(busy: np.ndarray) -> np.ndarray:
     """b_j · Σ_{m≠j} Q_m of each slot (slots x sets, as :func:`co_runner_presence`)."""
     b = _busy(busy)
-    return b * _co_runner_presence(b, iteration_ms)
+    return b * _co_runner_presence(b)
