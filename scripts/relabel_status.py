@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where the host-bound re-labelling campaign stands (issue 23, item 5; ``scripts/host_bound_sets.py``).
 
-For each chunk measured (``datasets/h100/relabel/h100-c16t-NN``: each set three times in one run): windows ok and
+For each chunk measured (``datasets/h100/relabel/<series>-NN``, series h100-c16t and h100-c22t: each set three times in
+one run): windows ok and
 machine segments; then, per target kind (host-bound: ncu busy fraction < ``HOST_BOUND_BUSY``), the spread of one
 window's slowdown (CV across the set's windows in one run) and the standard error of their mean (CV / sqrt(n)), the
 share of labels whose mean is good to ``GOOD_SE_PCT``, and how far each mean lies from the training label(s) of the
@@ -27,7 +28,8 @@ from colopred.research.dataset import load_dataset  # noqa: E402
 from colopred.research.noise import HOST_BOUND_BUSY  # noqa: E402
 
 GOOD_SE_PCT = 3.0  # the issue's "labels good to ~3%"
-CHUNK_SETS = ROOT / "scripts" / "sets"  # h100-c16t-NN.txt, one chunk each (scripts/host_bound_sets.py)
+CHUNK_SETS = ROOT / "scripts" / "sets"  # <series>-NN.txt, one chunk each (scripts/host_bound_sets.py)
+SERIES = ("h100-c16t", "h100-c22t")  # the first series, and the sets measured after it (--not-relabelled)
 
 
 def label_table(windows: pd.DataFrame) -> pd.DataFrame:
@@ -49,7 +51,7 @@ def main() -> None:
     w = R.read_windows(dirs)
     per = w.groupby("campaign").agg(windows=("status", "size"), ok=("status", lambda s: int((s == "ok").sum())),
                                     segments=("segment", "nunique"))
-    total = len(list(CHUNK_SETS.glob("h100-c16t-*.txt")))
+    total = sum(len(list(CHUNK_SETS.glob(f"{series}-*.txt"))) for series in SERIES)
     print(f"{len(dirs)} of {total} chunks measured\n" + per.to_string())
     ds = load_dataset(a.data, relabel=False)  # the training labels as measured, window by window, to compare with
     busy = {n: p.busy_fraction for n, p in ds.profiles.items()}
