@@ -105,17 +105,24 @@ def _network_presence(b: np.ndarray) -> np.ndarray:
     falling = slope < 0
     S = np.where(falling, S0 - (_slot_sum(Q) - S0) / np.where(falling, slope, -1.0), (b > 0).sum(axis=0))
     todo = np.arange(n)
+    Q_end = np.empty_like(b)
     for _ in range(QUEUE_MAX_STEPS):
-        bt, bb4t, St = (b, bb4, S) if todo.size == n else (b[:, todo], bb4[:, todo], S[todo])
+        whole = todo.size == n
+        bt, bb4t, St = (b, bb4, S) if whole else (b[:, todo], bb4[:, todo], S[todo])
         Q, dQ = _presence(bt, bb4t, 1.0 + St)
-        St = St - (_slot_sum(Q) - St) / np.minimum(_slot_sum(dQ) - 1.0, -1e-12)
-        small = np.abs(S[todo] - St) <= QUEUE_STEP_TOLERANCE * (1.0 + St)
-        S[todo] = St
-        todo = todo[~small]
+        step = (_slot_sum(Q) - St) / np.minimum(_slot_sum(dQ) - 1.0, -1e-12)
+        St = St - step
+        Q -= dQ * step  # Q at the new S, to first order (its error is of the order of the step squared)
+        if whole:
+            Q_end, S = Q, St
+        else:  # the sets still iterating: their latest presences
+            Q_end[:, todo], S[todo] = Q, St
+        todo = todo[np.abs(step) > QUEUE_STEP_TOLERANCE * (1.0 + St)]
         if not todo.size:
-            break
-    Q, _ = _presence(b, bb4, 1.0 + S)
-    return _slot_sum(Q) - Q
+            return _slot_sum(Q_end) - Q_end
+    # QUEUE_MAX_STEPS reached: the presences at the last S
+    Q_end[:, todo] = _presence(b[:, todo], bb4[:, todo], 1.0 + S[todo])[0]
+    return _slot_sum(Q_end) - Q_end
 
 
 def _presence(b: np.ndarray, bb4: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -141,30 +148,32 @@ def _set_presence(b: list[float]) -> list[float]:
         return [next(it) if x > 0 else 0.0 for x in b]
     bb4 = [4.0 * x * x for x in b]
 
-    def presence(a: float) -> tuple[list[float], float, float]:
-        Q, dQ_sum = [], 0.0
+    def presence(a: float) -> tuple[list[float], list[float]]:
+        Q, dQ = [], []
         for x, y in zip(b, bb4):
             ba = x * a
             B = ba + 1.0
             root = math.sqrt(max(B * B - y * a, 0.0))
             q = 2.0 * ba / (B + root)
             Q.append(q)
-            dQ_sum += (1.0 - q) * x / max(root, 1e-300)
-        return Q, _seq_sum(Q), dQ_sum
+            dQ.append((1.0 - q) * x / max(root, 1e-300))
+        return Q, dQ
 
     S0 = _seq_sum(b)
-    Q, Q_sum, dQ_sum = presence(1.0 + S0)
-    slope = dQ_sum - 1.0
-    S = S0 - (Q_sum - S0) / slope if slope < 0 else float(len(busy))
+    Q, dQ = presence(1.0 + S0)
+    slope = _seq_sum(dQ) - 1.0
+    S = S0 - (_seq_sum(Q) - S0) / slope if slope < 0 else float(len(busy))
     for _ in range(QUEUE_MAX_STEPS):
-        Q, Q_sum, dQ_sum = presence(1.0 + S)
-        new = S - (Q_sum - S) / min(dQ_sum - 1.0, -1e-12)
-        small = abs(S - new) <= QUEUE_STEP_TOLERANCE * (1.0 + new)
-        S = new
-        if small:
+        Q, dQ = presence(1.0 + S)
+        step = (_seq_sum(Q) - S) / min(_seq_sum(dQ) - 1.0, -1e-12)
+        S = S - step
+        Q = [q - d * step for q, d in zip(Q, dQ)]
+        if abs(step) <= QUEUE_STEP_TOLERANCE * (1.0 + S):
             break
-    Q, Q_sum, _ = presence(1.0 + S)
-    return [Q_sum - q for q in Q]
+    else:
+        Q, _ = presence(1.0 + S)
+    total = _seq_sum(Q)
+    return [total - q for q in Q]
 
 
 def _seq_sum(values: list[float]) -> float:
