@@ -20,6 +20,8 @@ from .conftest import DATA, ROOT
 
 pytestmark = pytest.mark.data
 
+NO_SLOWDOWN_SCALE = {"saturating": 0.0, "host_bound": 0.0}
+
 
 @pytest.fixture(scope="module")
 def timeslice():
@@ -45,8 +47,9 @@ def test_interval_widens_for_sets_larger_than_any_in_training(timeslice, exponen
         hb = rows["t_busy"].to_numpy() < HOST_BOUND_BUSY
         assert hb.any() and not hb.all()  # both classes among the rows
         w = np.where(hb, m.conformal_class_log_widths_[1], m.conformal_class_log_widths_[0])
-        factor = np.where(hb, (n - 1) ** a["host_bound"], (n - 1) ** a["saturating"])
         p, iv = m.predict_with_interval(rows[list(FEATURES)])
+        c_sat, c_hb = m.slowdown_exponents_  # constants.INTERVAL_SLOWDOWN_EXPONENTS of ncu and the mode
+        factor = np.where(hb, (n - 1) ** a["host_bound"] * p ** c_hb, (n - 1) ** a["saturating"] * p ** c_sat)
         assert np.allclose(np.log(iv[:, 1] / p), w * factor, rtol=1e-9) and np.allclose(np.log(p / iv[:, 0]), w * factor, rtol=1e-9)
 
 
@@ -76,6 +79,44 @@ def test_size_exponents_travel_in_the_manifest_and_old_manifests_read_as_one_exp
         SlowdownModel(mode="timeslice", size_exponents={"saturating": 1.0}).fit(pairs[list(FEATURES)], pairs["slowdown"])
 
 
+def test_the_slowdown_scale_makes_each_rows_width_its_class_width_times_its_prediction_to_the_c(timeslice, tmp_path):
+    """slowdown_exponents c (default constants.INTERVAL_SLOWDOWN_EXPONENTS): a row's log half-width is w·((n − 1)/(m − 1))^a·p̂^c with w its class's conformal width,
+    calibrated on the scores |log residual| / p̂^c (so the class's widths differ from c = 0); the manifest carries c
+    and the loaded model gives the same intervals; a manifest without it reads as 0; a c lacking a class is refused."""
+    from colopred.constants import HOST_BOUND_BUSY, INTERVAL_SIZE_EXPONENTS
+    from colopred.runtime.manifest import load_model, save_model
+
+    pairs = timeslice[timeslice["n_jobs"] == 2]
+    c = {"saturating": 0.5, "host_bound": -1.0}
+    m = SlowdownModel(mode="timeslice", slowdown_exponents=c).fit(pairs[list(FEATURES)], pairs["slowdown"], groups=pairs["arch"])
+    plain = SlowdownModel(mode="timeslice", slowdown_exponents={"saturating": 0.0, "host_bound": 0.0}).fit(
+        pairs[list(FEATURES)], pairs["slowdown"], groups=pairs["arch"])
+    assert m.slowdown_exponents_ == (0.5, -1.0) and plain.slowdown_exponents_ == (0.0, 0.0)
+    assert np.allclose(m.predict(pairs[list(FEATURES)]), plain.predict(pairs[list(FEATURES)]))  # points unchanged
+    assert not np.allclose(m.conformal_class_log_widths_, plain.conformal_class_log_widths_)
+    a = INTERVAL_SIZE_EXPONENTS["ncu"]["timeslice"]
+    rows = timeslice[timeslice["n_jobs"] == 3][list(FEATURES)]
+    hb = rows["t_busy"].to_numpy() < HOST_BOUND_BUSY
+    p, iv = m.predict_with_interval(rows)
+    w = np.where(hb, m.conformal_class_log_widths_[1] * 2 ** a["host_bound"] * p ** -1.0,
+                 m.conformal_class_log_widths_[0] * 2 ** a["saturating"] * p ** 0.5)
+    assert hb.any() and not hb.all()
+    assert np.allclose(np.log(iv[:, 1] / p), w, rtol=1e-9) and np.allclose(np.log(p / iv[:, 0]), w, rtol=1e-9)
+    path = tmp_path / "m-timeslice.json"
+    save_model(path, m, "timeslice", max_set_size=2)
+    man = json.loads(path.read_text())
+    assert man["interval_slowdown_exponents"] == c
+    loaded, _ = load_model(path)
+    assert np.allclose(loaded.predict_interval(rows), iv, rtol=1e-9)
+    del man["interval_slowdown_exponents"]
+    path.write_text(json.dumps(man))
+    assert load_model(path)[0].slowdown_exponents_ == (0.0, 0.0)  # a manifest written before the field: no scale
+    save_model(tmp_path / "p-timeslice.json", plain, "timeslice", max_set_size=2)
+    assert "interval_slowdown_exponents" not in json.loads((tmp_path / "p-timeslice.json").read_text())
+    with pytest.raises(ValueError, match="slowdown_exponents"):
+        SlowdownModel(mode="timeslice", slowdown_exponents={"host_bound": 1.0}).fit(pairs[list(FEATURES)], pairs["slowdown"])
+
+
 def test_conformal_folds_of_one_per_group_calibrate_on_leave_one_group_out_residuals(timeslice):
     """With a fold per architecture the conformal width is the ⌈(n+1)·0.9⌉/n quantile of |log s − log ŝ| where each
     ŝ comes from a point model fitted without the row's architecture; fewer folds give another width; fewer than two
@@ -84,7 +125,7 @@ def test_conformal_folds_of_one_per_group_calibrate_on_leave_one_group_out_resid
 
     pairs = timeslice[(timeslice["n_jobs"] == 2) & timeslice["arch"].isin(["alexnet", "resnet18", "gpt2_small", "lstm_lm"])]
     X, s, arch = pairs[list(FEATURES)].to_numpy(), pairs["slowdown"].to_numpy(), pairs["arch"].to_numpy()
-    m = SlowdownModel(mode="timeslice", conformal_folds=100).fit(X, s, groups=arch)
+    m = SlowdownModel(mode="timeslice", conformal_folds=100, slowdown_exponents=NO_SLOWDOWN_SCALE).fit(X, s, groups=arch)
     resid = np.empty(len(s))
     for a in np.unique(arch):
         te = arch == a
@@ -92,7 +133,8 @@ def test_conformal_folds_of_one_per_group_calibrate_on_leave_one_group_out_resid
         resid[te] = np.log(s[te]) - np.log(point.predict(X[te]))
     q = math.ceil((len(s) + 1) * 0.9) / len(s)
     assert m.conformal_log_width_ == pytest.approx(float(np.quantile(np.abs(resid), q)), rel=1e-6)
-    assert SlowdownModel(mode="timeslice", conformal_folds=2).fit(X, s, groups=arch).conformal_log_width_ != pytest.approx(m.conformal_log_width_)
+    two = SlowdownModel(mode="timeslice", conformal_folds=2, slowdown_exponents=NO_SLOWDOWN_SCALE).fit(X, s, groups=arch)
+    assert two.conformal_log_width_ != pytest.approx(m.conformal_log_width_)
     assert clone(m).get_params()["conformal_folds"] == 100
     with pytest.raises(ValueError, match="at least 2"):
         SlowdownModel(mode="timeslice", conformal_folds=1).fit(X, s, groups=arch)
@@ -100,8 +142,9 @@ def test_conformal_folds_of_one_per_group_calibrate_on_leave_one_group_out_resid
 
 def test_host_bound_classes_calibrate_each_class_on_its_own_residuals(timeslice, tmp_path):
     """Mondrian calibration: under ``interval_classes="host_bound"`` the width of each class (target busy < 0.8 or not)
-    is the ⌈(n_c+1)·0.9⌉/n_c quantile of that class's leave-one-group-out |log residuals|, each row's interval takes its
-    class's width, and a class of too few rows takes the pooled width; the widths survive saving and loading."""
+    is the ⌈(n_c+1)·0.9⌉/n_c quantile of that class's leave-one-group-out scores |log residual| / p̂^c (c the class's
+    slowdown exponent, constants.INTERVAL_SLOWDOWN_EXPONENTS), each row's interval takes its class's width times its
+    p̂^c, and a class of too few rows takes the pooled width; the widths survive saving and loading."""
     from colopred.constants import HOST_BOUND_BUSY, MIN_CLASS_CALIBRATION_ROWS
     from colopred.runtime.manifest import load_model, save_model
 
@@ -110,11 +153,14 @@ def test_host_bound_classes_calibrate_each_class_on_its_own_residuals(timeslice,
     hb = pairs["t_busy"].to_numpy() < HOST_BOUND_BUSY
     assert hb.sum() >= MIN_CLASS_CALIBRATION_ROWS and (~hb).sum() >= MIN_CLASS_CALIBRATION_ROWS
     m = SlowdownModel(mode="timeslice", conformal_folds=100, interval_classes="host_bound").fit(X, s, groups=arch)
+    c_sat, c_hb = m.slowdown_exponents_
+    assert c_hb != 0  # the shipped time-slicing host-bound scale: the scores are normalised
     resid = np.empty(len(s))
     for a in np.unique(arch):
         te = arch == a
         point = SlowdownModel(mode="timeslice", interval=False, calibrate=False).fit(X[~te], s[~te])
-        resid[te] = np.abs(np.log(s[te]) - np.log(point.predict(X[te])))
+        p_te = point.predict(X[te])
+        resid[te] = np.abs(np.log(s[te]) - np.log(p_te)) / p_te ** np.where(hb[te], c_hb, c_sat)
 
     def width(r):
         return float(np.quantile(r, math.ceil((len(r) + 1) * 0.9) / len(r)))
@@ -124,7 +170,7 @@ def test_host_bound_classes_calibrate_each_class_on_its_own_residuals(timeslice,
     assert m.conformal_log_width_ == pytest.approx(width(resid), rel=1e-6)
     assert hb_w > sat_w  # host-bound jobs are predicted worse
     p, iv = m.predict_with_interval(X)
-    assert np.allclose(np.log(iv[:, 1] / p), np.where(hb, hb_w, sat_w), rtol=1e-9)
+    assert np.allclose(np.log(iv[:, 1] / p), np.where(hb, hb_w * p ** c_hb, sat_w * p ** c_sat), rtol=1e-9)
     # saved and loaded: the same intervals
     save_model(tmp_path / "m.json", m, "timeslice")
     loaded, man = load_model(tmp_path / "m.json")

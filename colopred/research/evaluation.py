@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..constants import HOST_BOUND_BUSY, INTERVAL_SIZE_EXPONENTS
+from ..constants import HOST_BOUND_BUSY, INTERVAL_SIZE_EXPONENTS, INTERVAL_SLOWDOWN_EXPONENTS
 from ..errors import InputError
 from ..measurement.harness.reader import machine_key
 from ..runtime import outcome
@@ -126,9 +126,12 @@ def new_model(mode: str | None, source: str = "ncu", timeline: bool = True, **kw
     """An unfitted SlowdownModel of ``mode`` for ``source`` profiles (``ncu``, or ``nvml``: GPM profiles, whose
     trees see only the features a GPM profile gives, with or without its ``timeline`` fields:
     ``runtime.sources.gpm_model_features``), its interval widening beyond the trained set size that of ``source``
-    (``constants.INTERVAL_SIZE_EXPONENTS``) unless ``kw`` sets ``size_exponents``."""
+    (``constants.INTERVAL_SIZE_EXPONENTS``) and its per-row slowdown scale (``constants.INTERVAL_SLOWDOWN_EXPONENTS``)
+    unless ``kw`` sets ``size_exponents`` or ``slowdown_exponents``."""
     if "size_exponents" not in kw and mode in INTERVAL_SIZE_EXPONENTS.get(source, {}):
         kw["size_exponents"] = INTERVAL_SIZE_EXPONENTS[source][mode]
+    if "slowdown_exponents" not in kw and mode in INTERVAL_SLOWDOWN_EXPONENTS.get(source, {}):
+        kw["slowdown_exponents"] = INTERVAL_SLOWDOWN_EXPONENTS[source][mode]
     return SlowdownModel(mode=mode, features=model_features_for(mode, source, timeline), **kw)
 
 

@@ -31,6 +31,7 @@ from ..constants import (
     INTERVAL_SCALE,
     INTERVAL_SIZE_EXPONENT,
     INTERVAL_SIZE_EXPONENTS,
+    INTERVAL_SLOWDOWN_EXPONENTS,
     MIN_CLASS_CALIBRATION_ROWS,
     TREE_PARAMS,
     TREE_TARGET_OFFSET,
@@ -201,18 +202,24 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         a of the ``beyond_size`` scale for each class of :data:`INTERVAL_CLASS_NAMES` (host-bound target jobs or
         not, whatever ``interval_classes``); default ``constants.INTERVAL_SIZE_EXPONENTS`` of ncu profiles and
         ``mode``, without a mode ``constants.INTERVAL_SIZE_EXPONENT`` for both.
+    slowdown_exponents : mapping of str to float, optional
+        c of each class of :data:`INTERVAL_CLASS_NAMES`: σ(x) also scales as p̂^c, p̂ the row's point prediction
+        (:meth:`_scale`; 0: no such scale); default ``constants.INTERVAL_SLOWDOWN_EXPONENTS`` of ncu profiles and
+        ``mode``, without a mode 0 for both.
 
     Fitted attributes: ``baseline_coefs_``, ``point_``, ``interval_`` (None without ``interval``),
     ``conformal_log_width_`` (over all calibration rows), ``conformal_class_log_widths_`` (one per class of
     ``interval_classes``, :data:`INTERVAL_CLASS_NAMES` order; empty under ``none``), ``max_set_size_`` (the largest set
-    in training), ``features_``, ``load_``, ``size_exponents_`` (:data:`INTERVAL_CLASS_NAMES` order).
+    in training), ``features_``, ``load_``, ``size_exponents_`` and ``slowdown_exponents_`` (:data:`INTERVAL_CLASS_NAMES`
+order).
     """
 
     def __init__(self, mode: str | None = None, params: dict | None = None, monotone: bool = True,
                  features: Sequence[str] | None = None, load: str | None = None, interval: bool = True,
                  calibrate: bool = True, interval_scale: str | None = None, quantile_floor: bool | None = None,
                  conformal_folds: int | None = None, interval_classes: str | None = None, offset: float | None = None,
-                 offset_classes: str | None = None, size_exponents: Mapping[str, float] | None = None):
+                 offset_classes: str | None = None, size_exponents: Mapping[str, float] | None = None,
+                 slowdown_exponents: Mapping[str, float] | None = None):
         self.mode = mode
         self.params = params
         self.monotone = monotone
@@ -227,6 +234,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self.offset = offset
         self.offset_classes = offset_classes
         self.size_exponents = size_exponents
+        self.slowdown_exponents = slowdown_exponents
 
     # ----------------------------------------------------------------- settings
     def _resolve(self) -> None:
@@ -253,6 +261,11 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         if missing or not all(np.isfinite(float(exps[c])) and float(exps[c]) >= 0 for c in INTERVAL_CLASS_NAMES):
             raise ValueError(f"size_exponents needs a finite a >= 0 for each of {', '.join(INTERVAL_CLASS_NAMES)}, not {dict(exps)}")
         self.size_exponents_ = tuple(float(exps[c]) for c in INTERVAL_CLASS_NAMES)
+        slow = (self.slowdown_exponents if self.slowdown_exponents is not None
+                else INTERVAL_SLOWDOWN_EXPONENTS["ncu"].get(self.mode, dict.fromkeys(INTERVAL_CLASS_NAMES, 0.0)))
+        if [c for c in INTERVAL_CLASS_NAMES if c not in slow] or not all(np.isfinite(float(slow[c])) for c in INTERVAL_CLASS_NAMES):
+            raise ValueError(f"slowdown_exponents needs a finite c for each of {', '.join(INTERVAL_CLASS_NAMES)}, not {dict(slow)}")
+        self.slowdown_exponents_ = tuple(float(slow[c]) for c in INTERVAL_CLASS_NAMES)
         if self.interval_classes_ not in INTERVAL_CLASS_KINDS:
             raise ValueError(f"unknown interval classes {self.interval_classes_!r} (one of {', '.join(INTERVAL_CLASS_KINDS)})")
         self.offset_ = float(self.offset if self.offset is not None else TREE_TARGET_OFFSET.get(self.mode, 1.0))
@@ -333,13 +346,14 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
                 rng = np.random.default_rng(0)
                 fold_of = dict(zip(rng.permutation(uniq), np.arange(len(uniq)) % n_folds))
                 folds = np.array([fold_of[g] for g in groups])
-                resid = np.empty(len(r))
+                resid, p_oof = np.empty(len(r)), np.empty(len(r))
                 for k in range(n_folds):
                     te = folds == k
                     c_tr, c_te = (c, c) if np.isscalar(c) else (c[~te], c[te])
                     coefs, _, m = self._fit_parts(Xm[~te], terms[~te], s[~te], c_tr)
-                    resid[te] = np.log(s[te]) - np.log(compose(baseline_slowdown(coefs, terms[te]), m.get_booster().inplace_predict(Xm[te]), c_te))
-                scores = np.abs(resid) / self._scale(X)
+                    p_oof[te] = compose(baseline_slowdown(coefs, terms[te]), m.get_booster().inplace_predict(Xm[te]), c_te)
+                    resid[te] = np.log(s[te]) - np.log(p_oof[te])
+                scores = np.abs(resid) / self._scale(X, p_oof)
                 self.conformal_log_width_ = conformal_quantile(scores)
                 if self.interval_classes_ != "none":
                     cls = interval_class(X, self.interval_classes_)
@@ -370,19 +384,27 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         with np.errstate(invalid="ignore"):  # NaN (a missing feature) casts to NaN; the vectorised cast flags it anyway
             return np.take(X, self._cols, axis=1, out=out, mode="clip")  # one pass, cast on the way (indices are valid)
 
-    def _scale(self, X: np.ndarray) -> np.ndarray:
-        """σ(x) of the conformal width of each row (:func:`interval_scale`)."""
-        return interval_scale(X, self.interval_scale_, getattr(self, "max_set_size_", None),
-                              np.asarray(self.size_exponents_)[interval_class(X, "host_bound")])
+    def _scale(self, X: np.ndarray, pred: np.ndarray) -> np.ndarray:
+        """σ(x) of the conformal width of each row: :func:`interval_scale` times p̂^c, p̂ the row's point prediction
+        ``pred`` and c its class's ``slowdown_exponents_`` (0: no such scale). A job's slowdown error grows or
+        shrinks with its contention (under time-slicing a host-bound job's host time is a fixed, noisy share of its
+        iteration, so its relative error shrinks as its GPU share stretches; under MPS the error grows with the
+        slowdown): a per-row scale keeps the calibrated coverage where the class's rows are, and moves with a larger
+        set's larger slowdowns."""
+        cls = interval_class(X, "host_bound")
+        sigma = interval_scale(X, self.interval_scale_, getattr(self, "max_set_size_", None), np.asarray(self.size_exponents_)[cls])
+        c = np.asarray(getattr(self, "slowdown_exponents_", (0.0,) * len(INTERVAL_CLASS_NAMES)))[cls]
+        return sigma * np.exp(c * np.log(np.maximum(pred, 1e-12))) if c.any() else sigma
 
-    def _log_width(self, X: np.ndarray) -> np.ndarray:
-        """Log half-width of each row's interval: its class's conformal width (or the pooled one) times σ(x)."""
+    def _log_width(self, X: np.ndarray, pred: np.ndarray) -> np.ndarray:
+        """Log half-width of each row's interval: its class's conformal width (or the pooled one) times σ(x), given
+        the rows' point predictions ``pred``."""
         widths = getattr(self, "conformal_class_log_widths_", ())
         if getattr(self, "interval_classes_", "none") == "none" or not widths:
             w = np.full(len(X), self.conformal_log_width_)
         else:
             w = np.asarray(widths, float)[interval_class(X, self.interval_classes_)]
-        return w * self._scale(X)
+        return w * self._scale(X, pred)
 
     def _point(self, Xm: np.ndarray, base: np.ndarray, t_busy: np.ndarray) -> np.ndarray:
         return compose(base, _booster(self.point_, len(Xm)).inplace_predict(Xm), self._offsets(t_busy))
@@ -418,7 +440,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         Xm = self._tree_rows(X)
         base = baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_))
         p = self._point(Xm, base, X[:, _T_BUSY])
-        w = np.exp(self._log_width(X))
+        w = np.exp(self._log_width(X, p))
         iv = np.column_stack([p / w, p * w])
         if self.quantile_floor_:
             q = np.exp(np.asarray(_booster(self.interval_, len(X)).inplace_predict(Xm)).reshape(len(X), -1)) * base[:, None]

@@ -121,6 +121,8 @@ def save_model(path: str | os.PathLike, model: SlowdownModel, mode: str, /, **ex
                "interval_size_exponents": dict(zip(INTERVAL_CLASS_NAMES, model.size_exponents_)),
                "interval_quantile_floor": model.quantile_floor_, "profile_source": extra.get("profile_source", "ncu"),
                "files": {}}
+        if any(model.slowdown_exponents_):  # absent means 0: no per-row slowdown scale
+            man["interval_slowdown_exponents"] = dict(zip(INTERVAL_CLASS_NAMES, model.slowdown_exponents_))
         man.update({k: v for k, v in extra.items() if k not in man})  # provenance and metrics; never the model's own fields
 
         def text(names: dict[str, str]) -> str:
@@ -232,7 +234,8 @@ def load_model(path: str | os.PathLike) -> tuple[SlowdownModel, dict[str, Any]]:
                           interval_scale=man.get("interval_scale", "none"), quantile_floor=man.get("interval_quantile_floor", True),
                           interval_classes=man.get("interval_classes", "none"), offset=man.get("tree_target_offset", 1.0),
                           offset_classes=man.get("tree_target_offset_classes", "none"),
-                          size_exponents=man.get("interval_size_exponents", dict.fromkeys(INTERVAL_CLASS_NAMES, INTERVAL_SIZE_EXPONENT)))
+                          size_exponents=man.get("interval_size_exponents", dict.fromkeys(INTERVAL_CLASS_NAMES, INTERVAL_SIZE_EXPONENT)),
+                          slowdown_exponents=man.get("interval_slowdown_exponents", dict.fromkeys(INTERVAL_CLASS_NAMES, 0.0)))
     model._resolve()
     model.conformal_log_width_ = float(man.get("conformal_log_width", 0.0))
     class_widths = man.get("conformal_class_log_widths") or {}
