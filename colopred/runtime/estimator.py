@@ -210,8 +210,8 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
     Fitted attributes: ``baseline_coefs_``, ``point_``, ``interval_`` (None without ``interval``),
     ``conformal_log_width_`` (over all calibration rows), ``conformal_class_log_widths_`` (one per class of
     ``interval_classes``, :data:`INTERVAL_CLASS_NAMES` order; empty under ``none``), ``max_set_size_`` (the largest set
-    in training), ``features_``, ``load_``, ``size_exponents_`` and ``slowdown_exponents_`` (:data:`INTERVAL_CLASS_NAMES`
-order).
+    in training), ``features_``, ``load_``, ``size_exponents_`` and ``slowdown_exponents_`` (both in
+    :data:`INTERVAL_CLASS_NAMES` order).
     """
 
     def __init__(self, mode: str | None = None, params: dict | None = None, monotone: bool = True,
