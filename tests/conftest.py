@@ -1,5 +1,6 @@
 import csv
 import gzip
+import importlib.util
 import io
 from pathlib import Path
 
@@ -12,6 +13,14 @@ SAMPLE = FIXTURES / "ncu_resnet18_b64_h100.csv.gz"  # copy of shared/samples, re
 # Real ncu reports recorded on our H100 (datasets/h100/ncu_reports, profiling_cost).
 FULL_REPORT = DATA / "profiling_cost" / "resnet18-b64-fp32.kernel-full.csv.gz"
 MINIMAL_REPORT = DATA / "ncu_reports" / "lstm_lm-b64-fp32.csv.gz"
+
+
+def load_script(name: str):
+    """The module of ``scripts/NAME.py`` (scripts are not a package), for testing its pure functions."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @pytest.fixture

@@ -1,8 +1,5 @@
 """The pure functions of the load-dependent MPS wait study (scripts/mps_queueing_study.py), on the H100 MPS rows."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -10,18 +7,9 @@ from colopred.research.dataset import load_dataset, load_profiles_dir
 from colopred.runtime.baseline import baseline_terms
 from colopred.runtime.features import FEATURES
 
-ROOT = Path(__file__).parents[1]
-DATA = ROOT / "datasets" / "h100"
+from .conftest import DATA, load_script
 
-
-def _script():
-    spec = importlib.util.spec_from_file_location("mps_queueing_study", ROOT / "scripts" / "mps_queueing_study.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-study = _script()
+study = load_script("mps_queueing_study")
 
 
 @pytest.fixture(scope="module")

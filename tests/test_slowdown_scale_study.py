@@ -1,22 +1,11 @@
 """The rule of scripts/dev_slowdown_scale.py (which per-row slowdown scale of the interval each class takes)."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).parents[1]
+from .conftest import load_script
 
-
-def _script():
-    spec = importlib.util.spec_from_file_location("dev_slowdown_scale", ROOT / "scripts" / "dev_slowdown_scale.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-study = _script()
+study = load_script("dev_slowdown_scale")
 
 
 def _predictions(widths: dict[float, float], mode="mps", busy=1.0, n=400, seed=0):
