@@ -394,7 +394,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         cls = interval_class(X, "host_bound")
         sigma = interval_scale(X, self.interval_scale_, getattr(self, "max_set_size_", None), np.asarray(self.size_exponents_)[cls])
         c = np.asarray(getattr(self, "slowdown_exponents_", (0.0,) * len(INTERVAL_CLASS_NAMES)))[cls]
-        return sigma * np.exp(c * np.log(np.maximum(pred, 1e-12))) if c.any() else sigma
+        return sigma * np.maximum(pred, 1e-12) ** c  # p̂^0 = 1 exactly
 
     def _log_width(self, X: np.ndarray, pred: np.ndarray) -> np.ndarray:
         """Log half-width of each row's interval: its class's conformal width (or the pooled one) times σ(x), given

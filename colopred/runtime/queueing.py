@@ -142,10 +142,10 @@ def _set_presence(b: list[float]) -> list[float]:
     same order (IEEE arithmetic and a correctly rounded square root give the same bits), so that a set predicted
     alone and in a batch agree bit for bit."""
     busy = [x for x in b if x > 0]
-    if len(busy) <= 2:
-        pair = [0.0, 0.0] if not busy else _pair_or_less(np.array(busy + [0.0] * (2 - len(busy)))[:, None])[:, 0].tolist()
-        it = iter(pair)
-        return [next(it) if x > 0 else 0.0 for x in b]
+    if len(busy) <= 2:  # the pair's closed form on the busy slots (an absent partner: busy 0), as the batch path
+        x, y = (busy + [0.0, 0.0])[:2]
+        it = iter((float(_pair_presence(y, x)), float(_pair_presence(x, y))))
+        return [next(it) if v > 0 else 0.0 for v in b]
     bb4 = [4.0 * x * x for x in b]
 
     def presence(a: float) -> tuple[list[float], list[float]]:
