@@ -593,3 +593,21 @@ def test_the_gpm_model_refuses_a_gpm_profile_without_its_timeline_fields():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             assert min(g.predict(nvml).slowdown) > 1.0
+
+
+def test_one_set_skips_the_queue_load_only_where_the_model_does_not_read_it(profiles, monkeypatch):
+    """``predict`` of one set solves the time-slicing queue's fixed point only for a model that reads
+    ``queue_load`` (time-slicing); an MPS prediction skips it and gives the batch path's slowdowns."""
+    import colopred.runtime.features as features_module
+
+    jobs = list(profiles.values())[:3]
+    calls = []
+    real = features_module.queue_load
+    monkeypatch.setattr(features_module, "queue_load", lambda busy: calls.append(busy.shape) or real(busy))
+    for mode, reads in (("mps", False), ("timeslice", True)):
+        pr = Predictor.default(mode)
+        assert pr._reads_queue_load is reads
+        calls.clear()
+        s = pr.predict(jobs).slowdown
+        assert bool(calls) is reads
+        assert np.allclose(s, pr.slowdown_index(jobs, np.array([[0, 1, 2]]))[0], rtol=1e-12)

@@ -114,18 +114,20 @@ _CO_IDX = np.array([BASE.index(b) for b in CO_AGG])
 _N_OWN, _N_AGG = len(BASE), len(CO_AGG) * len(AGGS)
 
 
-def feature_matrix(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def feature_matrix(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None = None,
+                   queue: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Features for every (set, member). ``P``: profiles x BASE; ``sets``: n_sets x k indices into P
     (-1 = empty slot). Returns (X rows, set index of each row, position of each row); rows come position by
     position (every set's first member, then every set's second, ...). ``out``: a float64 buffer of at least
     that many rows x FEATURES to fill and return a view of (batches reuse one: fresh memory costs a page fault
-    per 4 KiB on first write, as much as building the rows)."""
+    per 4 KiB on first write, as much as building the rows). ``queue=False`` leaves ``queue_load`` NaN (a model
+    whose baseline does not read it: the time-slicing queue costs a fixed-point solve per set)."""
     sets = np.asarray(sets, dtype=np.int64)
     if sets.ndim == 1:
         sets = sets[None, :]
     if sets.size and sets.min() >= 0 and np.isfinite(P[:, _CO_IDX]).all():
-        return _full_finite_rows(P, sets, out)
-    return _any_rows(P, sets, out)
+        return _full_finite_rows(P, sets, out, queue)
+    return _any_rows(P, sets, out, queue)
 
 
 def _empty_rows(n_rows: int, out: np.ndarray | None) -> np.ndarray:
@@ -136,7 +138,7 @@ def _empty_rows(n_rows: int, out: np.ndarray | None) -> np.ndarray:
     return out[:n_rows]
 
 
-def _full_finite_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _full_finite_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None, queue_wanted: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`feature_matrix` where every slot holds a job and no aggregated value is missing (ncu profiles; the
     batch path groups sets by size): the same arithmetic as :func:`_any_rows` in the same order, so the rows are
     bit-identical, without its masks for empty slots and missing values."""
@@ -147,7 +149,7 @@ def _full_finite_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -
     u = C[..., CO_AGG.index("busy_mps_wait_us")]
     busy = C[..., CO_AGG.index("busy")]
     busy_fill = busy * (C[..., CO_AGG.index("sm_fill")] / 100.0)
-    queue = queue_load(busy)  # k x n
+    queue = queue_load(busy) if queue_wanted else np.full((k, n), np.nan)  # k x n
     X = _empty_rows(n * k, out)
     for i in range(k):
         rows = X[i * n : (i + 1) * n]
@@ -270,7 +272,7 @@ class _SlotColumns:
         return reduce([self.base(b, j) for j in others]) if len(others) > 1 else self.base(b, others[0])
 
 
-def _any_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _any_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None, queue_wanted: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`feature_matrix` for any sets: empty slots anywhere, missing values (GPM profiles)."""
     n, k = sets.shape
     valid = sets >= 0
@@ -289,7 +291,8 @@ def _any_rows(P: np.ndarray, sets: np.ndarray, out: np.ndarray | None) -> tuple[
     busy = C[..., CO_AGG.index("busy")]
     busy_fill = busy * np.nan_to_num(C[..., CO_AGG.index("sm_fill")] / 100.0, nan=1.0)
     counts = valid.sum(axis=0)
-    queue = queue_load(np.where(valid.T, busy, 0.0))  # empty slots: busy 0
+    # empty slots: busy 0
+    queue = queue_load(np.where(valid.T, busy, 0.0)) if queue_wanted else np.full((k, n), np.nan)
     X = _empty_rows(int(counts.sum()), out)
     set_of, pos_of, start = [], [], 0
     for i in range(k):

@@ -140,6 +140,11 @@ class Predictor:
         return path
 
     # --------------------------------------------------------------- predicting
+    @property
+    def _reads_queue_load(self) -> bool:
+        """Whether the model's trees or baseline read ``queue_load`` (else a prediction skips its fixed point)."""
+        return "queue_load" in self.model.features_ or "queue_load" in baseline_columns(self.model.load_)
+
     def _check_gpu(self, profiles: Sequence[JobProfile]) -> None:
         gpu = self.manifest.get("gpu")
         if not gpu:
@@ -167,7 +172,7 @@ class Predictor:
         self._check_gpu(profiles)
         self._check_wait(profiles)
         P = profile_matrix(list(profiles))
-        X, _, pos = feature_matrix(P, np.arange(len(profiles))[None, :])
+        X, _, pos = feature_matrix(P, np.arange(len(profiles))[None, :], queue=self._reads_queue_load)
         s = np.empty(len(profiles))
         iv = np.empty((len(profiles), 2))
         s[pos], iv[pos] = self.model.predict_with_interval(X)
