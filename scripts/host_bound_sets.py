@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Sets files for re-measuring the time-slicing labels of host-bound jobs (issue 23, item 5), one per device call.
+"""Sets files for re-measuring the labels of host-bound jobs (issue 23, item 5), one per device call.
 
 A host-bound job's slowdown (profile busy fraction < ``research.noise.HOST_BOUND_BUSY``) moves from window to window
 by a median 6.5% under time-slicing (``campaigns/h100-c14t``), so its label is made the mean of several windows of
@@ -12,9 +12,12 @@ chunk's jobs are added while at most ``MAX_JOBS`` (ties broken by a seeded draw)
 ``MAX_SETS`` of the sets inside them in a seeded order.
 
   PYTHONPATH=. python scripts/host_bound_sets.py [--data datasets/h100] [--out scripts/sets] [--prefix h100-c16t]
+      [--mode timeslice|mps]
 
-With ``--not-relabelled`` only the sets no campaign under ``DATA/relabel/`` measured yet are chunked (the sets of the
-campaigns measured after the first 23 chunks: ``--prefix h100-c22t``).
+With ``--not-relabelled`` only the sets no campaign under ``DATA/relabel/`` measured yet in that mode are chunked (the
+sets of the campaigns measured after the first 23 chunks: ``--prefix h100-c22t``). ``--mode mps`` chunks the MPS sets
+(a host-bound job's MPS slowdown moves a median 3.1% between windows of one run, mean 5.5%: ``reports/h100/noise``),
+measured with ``--measure-mode mps``: ``--mode mps --prefix h100-c23m``.
 """
 
 from __future__ import annotations
@@ -44,14 +47,15 @@ def host_bound_sets(data: Path, mode: str = "timeslice") -> list[tuple[str, ...]
     return sorted(s for s in sets if host.intersection(s))
 
 
-def relabelled_sets(data: Path) -> set[tuple[str, ...]]:
-    """The sets the campaigns under ``data/relabel/`` measured (any window)."""
+def relabelled_sets(data: Path, mode: str = "timeslice") -> set[tuple[str, ...]]:
+    """The sets the campaigns under ``data/relabel/`` measured in ``mode`` (any window)."""
     from colopred.measurement.harness import reader as R
     from colopred.research.dataset import RELABEL_DIR, campaign_dirs
 
     out: set[tuple[str, ...]] = set()
     for d in campaign_dirs(Path(data) / RELABEL_DIR):
         sl = R.slowdown_table(R.read_windows(d))
+        sl = sl[sl["mode"] == mode]
         out |= {tuple(sorted(s.split("+"))) for s in sl["set"].unique()}
     return out
 
@@ -83,22 +87,26 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "scripts" / "sets"))
     ap.add_argument("--prefix", default="h100-c16t")
     ap.add_argument("--not-relabelled", action="store_true", help="leave out the sets measured under DATA/relabel/ already")
+    ap.add_argument("--mode", choices=("timeslice", "mps"), default="timeslice", help="the sharing mode whose labels to re-measure")
     a = ap.parse_args()
-    sets = host_bound_sets(Path(a.data))
+    sets = host_bound_sets(Path(a.data), a.mode)
     if a.not_relabelled:
-        done = relabelled_sets(Path(a.data))
+        done = relabelled_sets(Path(a.data), a.mode)
         sets = [s for s in sets if s not in done]
     parts = chunks(sets)
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     for k, chunk in enumerate(parts, 1):
         name = f"{a.prefix}-{k:02d}"
-        head = (f"# {name}: issue 23 item 5, host-bound time-slicing labels as the mean of three windows of one run\n"
-                f"# (measure --mode timeslice --repeat-frac 2). Chunk {k} of {len(parts)}: {len(chunk)} of the {len(sets)} sets\n"
-                f"# with a host-bound job measured under time-slicing in {Path(a.data).name}"
+        mode_name = "time-slicing" if a.mode == "timeslice" else "MPS"
+        head = (f"# {name}: issue 23 item 5, host-bound {mode_name} labels as the mean of three windows of one run\n"
+                f"# (measure --mode {a.mode} --repeat-frac 2). Chunk {k} of {len(parts)}: {len(chunk)} of the {len(sets)} sets\n"
+                f"# with a host-bound job measured under {mode_name} in {Path(a.data).name}"
                 f"{' (not yet relabelled)' if a.not_relabelled else ''}, "
                 f"{len({j for s in chunk for j in s})} jobs.\n"
                 f"# Generated at {rev} by: PYTHONPATH=. python scripts/host_bound_sets.py"
-                f"{' --not-relabelled --prefix ' + a.prefix if a.not_relabelled else ''}\n")
+                f"{' --not-relabelled' if a.not_relabelled else ''}"
+                f"{' --mode ' + a.mode if a.mode != 'timeslice' else ''}"
+                f"{' --prefix ' + a.prefix if a.not_relabelled or a.mode != 'timeslice' else ''}\n")
         Path(a.out).mkdir(parents=True, exist_ok=True)
         path = Path(a.out) / f"{name}.txt"
         tmp = path.with_suffix(".tmp")

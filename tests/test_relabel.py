@@ -56,9 +56,8 @@ def relab():
 
 @pytest.fixture(scope="module")
 def remeasured() -> pd.DataFrame:
-    """The successful time-slicing (window, job) rows of every relabel chunk, straight from the records."""
-    sl = R.slowdown_table(R.read_windows(D.campaign_dirs(RELABEL)))
-    return sl[sl["mode"] == "timeslice"]
+    """The successful (window, job) rows of every relabel chunk, straight from the records."""
+    return R.slowdown_table(R.read_windows(D.campaign_dirs(RELABEL)))
 
 
 def test_each_relabelled_row_is_the_mean_of_its_windows_in_the_run(chunk_dir):
@@ -81,24 +80,27 @@ def test_each_relabelled_row_is_the_mean_of_its_windows_in_the_run(chunk_dir):
 
 
 @pytest.mark.slow
-def test_load_dataset_replaces_exactly_the_remeasured_timeslice_sets(raw, relab, remeasured):
-    """relabel=True: every time-slicing row of a set measured under relabel/ is gone and the set's relabelled rows
-    (one per run and job) stand instead; every other row, MPS included, is the row relabel=False gives."""
+def test_load_dataset_replaces_exactly_the_remeasured_sets_in_their_mode(raw, relab, remeasured):
+    """relabel=True: every row of a set measured under relabel/ in that mode is gone and the set's relabelled rows
+    (one per run and job) stand instead; every other row, the same set's in the other mode included, is the row
+    relabel=False gives."""
     assert not raw.relabelled and relab.relabelled
     assert not raw.rows["relabelled"].any() and (raw.rows["windows"] == 1).all()
-    new = relab.rows[relab.rows["relabelled"]]
-    sets = set(remeasured["set"])
-    assert set(new["set"]) == sets and len(new) == len(remeasured.groupby(["campaign", "segment", "set", "job"]))
-    assert (new["mode"] == "timeslice").all() and new["window_id"].str.startswith("relabel:").all()
-    raw_ts, relab_ts = raw.for_mode("timeslice"), relab.for_mode("timeslice")
-    replaced = raw_ts["set"].isin(sets)
-    assert replaced.sum() > len(sets)  # every re-measured set was a training set, most measured more than once
-    assert len(relab_ts) == len(raw_ts) - replaced.sum() + len(new)
-    kept = relab_ts[~relab_ts["relabelled"]]
-    assert not kept["set"].isin(sets).any()
-    pd.testing.assert_frame_equal(kept[ROW_KEYS].reset_index(drop=True), raw_ts.loc[~replaced, ROW_KEYS].reset_index(drop=True),
-                                  check_exact=True)
-    pd.testing.assert_frame_equal(relab.for_mode("mps"), raw.for_mode("mps"), check_exact=True)
+    assert "timeslice" in set(remeasured["mode"])
+    for mode in ("timeslice", "mps"):
+        again = remeasured[remeasured["mode"] == mode]
+        raw_m, relab_m = raw.for_mode(mode), relab.for_mode(mode)
+        new = relab_m[relab_m["relabelled"]]
+        sets = set(again["set"])
+        assert set(new["set"]) == sets and len(new) == len(again.groupby(["campaign", "segment", "set", "job"]))
+        assert new["window_id"].str.startswith("relabel:").all()
+        replaced = raw_m["set"].isin(sets)
+        assert replaced.sum() >= len(sets)  # every re-measured set was a training set of that mode
+        assert len(relab_m) == len(raw_m) - replaced.sum() + len(new)
+        kept = relab_m[~relab_m["relabelled"]]
+        assert not kept["set"].isin(sets).any()
+        pd.testing.assert_frame_equal(kept[ROW_KEYS].reset_index(drop=True), raw_m.loc[~replaced, ROW_KEYS].reset_index(drop=True),
+                                      check_exact=True)
 
 
 @pytest.mark.slow
@@ -210,3 +212,28 @@ def test_relabel_status_label_table_gives_the_standard_error_of_each_mean(chunk_
     assert one["n"] == len(s) == 3
     assert one["mean"] == pytest.approx(s.mean())
     assert one["se_pct"] == pytest.approx(100 * s.std() / s.mean() / np.sqrt(3))
+
+
+def test_an_mps_relabel_campaign_replaces_the_mps_rows_of_its_sets_only(tmp_path):
+    """A relabel campaign measured under MPS (here h100-c14r, which repeated 22 of h100-c14's MPS sets) replaces those
+    sets' MPS rows by the means of its windows and leaves the same sets' time-slicing rows (h100-c14t) as they are; a
+    relabel campaign of two modes is refused, naming it."""
+    d = tmp_path / "data"
+    shutil.copytree(DATA / "profiles" / "ncu", d / "profiles" / "ncu")
+    for c in ("h100-c14", "h100-c14t"):
+        shutil.copytree(DATA / "campaigns" / c, d / "campaigns" / c)
+    shutil.copytree(DATA / "campaigns" / "h100-c14r", d / "relabel" / "h100-c14r")
+    raw, relab = load_dataset(d, relabel=False), load_dataset(d)
+    again = R.slowdown_table(R.read_windows(d / "relabel" / "h100-c14r"))
+    assert set(again["mode"]) == {"mps"}
+    sets = set(again["set"])
+    new = relab.rows[relab.rows["relabelled"]]
+    assert (new["mode"] == "mps").all() and set(new["set"]) == sets
+    per = again.groupby(["set", "job"])["slowdown"].mean()
+    assert np.allclose(new.set_index(["set", "job"]).loc[per.index, "slowdown"], per, rtol=1e-12)
+    assert not relab.for_mode("mps")[~relab.for_mode("mps")["relabelled"]]["set"].isin(sets).any()
+    assert raw.for_mode("timeslice")["set"].isin(sets).any()  # the same sets under time-slicing: untouched
+    pd.testing.assert_frame_equal(relab.for_mode("timeslice")[ROW_KEYS], raw.for_mode("timeslice")[ROW_KEYS], check_exact=True)
+    shutil.copytree(DATA / "campaigns" / "h100-smoke", d / "relabel" / "h100-smoke")  # both modes in one campaign
+    with pytest.raises(D.InputError, match="h100-smoke measured two modes"):
+        load_dataset(d)

@@ -5,7 +5,7 @@ Layout of a dataset directory (``datasets/h100``)::
     profiles/ncu/JOB.json      one JobProfile per job (the model's inputs)
     profiles/nvml/JOB.json     the same jobs' GPM profiles (inputs of the model for GPM profiles)
     campaigns/NAME/windows.jsonl   measurement records (``colopred measure``)
-    relabel/NAME/windows.jsonl     time-slicing sets measured again, several windows each in one run (optional)
+    relabel/NAME/windows.jsonl     sets measured again, several windows each in one run, one mode a campaign (optional)
 
 Each window's members are described by their profiles *re-timed* (``JobProfile.retimed``) to the
 solo iteration time that window's slowdowns are measured against (the job's solo windows just
@@ -15,12 +15,13 @@ machine than on another, or than when they were profiled. So each feature row de
 as it ran, and predicting s from it is predicting the collocated time t' = s·t from the solo time
 t measured around it. ``retime=False`` keeps the profiles' own (profiling-session) times.
 
-**Relabelled rows** (``relabel``, ``relabelled_rows``): a host-bound job's time-slicing slowdown moves ~5% from one
-window to the next, so one window is a noisy label. The campaigns under ``relabel/`` measure such sets several times in
-one run; each (campaign, segment, set, job) there becomes one row whose label is the mean slowdown of its windows
-(standard error ~ one window's spread / sqrt(windows)) and whose job is described by its profile re-timed to the mean of
-its solo baselines there. Every time-slicing row of a set so re-measured is replaced by these rows (the re-measured
-label replaces the single windows; adding them beside the old ones taught the model less, ``scripts/relabel_study.py``).
+**Relabelled rows** (``relabel``, ``relabelled_rows``): a host-bound job's slowdown moves 3–5% (median, MPS and
+time-slicing) from one window to the next, so one window is a noisy label. The campaigns under ``relabel/`` (each of one
+mode) measure such sets several times in one run; each (campaign, segment, set, job) there becomes one row whose label
+is the mean slowdown of its windows (standard error ~ one window's spread / sqrt(windows)) and whose job is described by
+its profile re-timed to the mean of its solo baselines there. Every row of a set so re-measured, in that mode, is
+replaced by these rows (the re-measured label replaces the single windows; adding them beside the old ones taught the
+model less, ``scripts/relabel_study.py``).
 Columns ``relabelled`` (bool) and ``windows`` (how many windows a row's label averages; 1 for a window's row) tell them
 apart; the members of one relabelled (run, set) share the ``window_id`` ``relabel:CAMPAIGN#SEGMENT:SET``.
 """
@@ -44,7 +45,6 @@ from ..runtime.outcome import normalised_throughput
 from ..runtime.sources import has_timeline_fields
 
 RELABEL_DIR = "relabel"  # root/relabel/CAMPAIGN: sets measured again to replace their labels
-RELABEL_MODE = "timeslice"  # the mode whose labels the relabel campaigns replace
 
 
 def arch_of(job: str) -> str:
@@ -60,7 +60,7 @@ class Dataset:
     retimed: bool = True  # feature rows use profiles re-timed to each window's solo baseline
     profile_source: str = "ncu"  # the profiles describing the jobs: ncu, or nvml (GPM)
     root: Path | None = None  # the dataset folder
-    relabelled: bool = False  # the time-slicing sets re-measured under root/relabel/ carry their relabelled rows
+    relabelled: bool = False  # the sets re-measured under root/relabel/ carry their relabelled rows
 
     def for_mode(self, mode: str) -> pd.DataFrame:
         return self.rows[self.rows["mode"] == mode].reset_index(drop=True)
@@ -155,48 +155,54 @@ def _with_profiles(slow: pd.DataFrame, profiles: Mapping[str, JobProfile]) -> pd
 
 
 def relabelled_rows(relabel: Path | Sequence[Path], profiles: Mapping[str, JobProfile], retime: bool = True) -> pd.DataFrame:
-    """One feature row per (campaign, segment, set, job) of the time-slicing windows measured in ``relabel`` (a folder
+    """One feature row per (campaign, segment, set, job) of the windows measured in ``relabel`` (a folder
     of campaign folders, or a list of campaign folders): ``slowdown`` the mean of the job's slowdowns over the set's
     windows in that run, ``solo_ms`` the mean of their solo baselines (the profile re-timed to it, with ``retime``),
     ``windows`` how many, ``colo_ms`` = slowdown · solo_ms, ``delta`` and ``throughput`` the set's from those
     (``runtime.outcome``), ``seq``, ``repeat`` and ``started_at`` the run's first window's, ``iterations`` summed,
     ``peak_memory_gib`` the largest. All members of one (run, set) share the ``window_id``
-    ``relabel:CAMPAIGN#SEGMENT:SET``. Sets with a member lacking a profile are left out (as ``dataset_from`` does)."""
+    ``relabel:CAMPAIGN#SEGMENT:SET``, and the row its campaign's ``mode`` (a campaign of two modes is refused). Sets
+    with a member lacking a profile are left out (as ``dataset_from`` does)."""
     dirs = campaign_dirs(relabel) if isinstance(relabel, Path) else list(relabel)
     if not dirs:
         raise InputError(relabel if isinstance(relabel, Path) else None, "no relabel campaign (a folder with campaign.json)")
     sl = slowdown_table(read_windows(dirs))
-    sl = sl[sl["mode"] == RELABEL_MODE]
-    keys = ["campaign", "segment", "set", "job"]
+    modes = sl.groupby("campaign")["mode"].nunique()
+    if (modes > 1).any():
+        name = modes[modes > 1].index[0]
+        where = next((d for d in dirs if Path(d).name == name), None)
+        raise InputError(where, f"relabel campaign {name} measured two modes (a relabel campaign holds one mode)")
+    keys = ["campaign", "segment", "set", "job", "mode"]
     g = sl.groupby(keys).agg(n_jobs=("n_jobs", "first"), slowdown=("slowdown", "mean"), solo_ms=("solo_ms", "mean"),
                              windows=("slowdown", "size"), gpu=("gpu", "first"), gpu_uuid=("gpu_uuid", "first"),
                              seq=("seq", "min"), repeat=("repeat", "min"), started_at=("started_at", "min"),
                              iterations=("iterations", lambda s: s.sum(min_count=1)), peak_memory_gib=("peak_memory_gib", "max"),
                              solo_cv=("solo_cv", "first"), solo_same_segment=("solo_same_segment", "all")).reset_index()
-    g = g.assign(mode=RELABEL_MODE, window_id="relabel:" + g["campaign"] + "#" + g["segment"].astype(str) + ":" + g["set"],
+    g = g.assign(window_id="relabel:" + g["campaign"] + "#" + g["segment"].astype(str) + ":" + g["set"],
                  colo_ms=g["slowdown"] * g["solo_ms"])
     # δ and normalised throughput of each (run, set), from its members' mean labels
     outcome = {w: (set_delta(m["solo_ms"], m["colo_ms"]), normalised_throughput(m["slowdown"])) for w, m in g.groupby("window_id")}
     g["delta"] = g["window_id"].map(lambda w: outcome[w][0])
     g["throughput"] = g["window_id"].map(lambda w: outcome[w][1])
     g = _with_profiles(g, profiles)[SLOWDOWN_COLUMNS + ["windows"]]
-    if g.empty:  # no successful time-slicing window with profiles for all its jobs
+    if g.empty:  # no successful window with profiles for all its jobs
         return g.assign(relabelled=pd.Series(dtype=bool))
     # A set measured in two runs gives two rows per job; each stays its own label.
     return feature_rows(g, dict(profiles), retime=retime).assign(relabelled=True)
 
 
 def replace_relabelled(rows: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` less their time-slicing rows of every set ``new`` (``relabelled_rows``) holds, followed by ``new``."""
+    """``rows`` less their rows of every (mode, set) ``new`` (``relabelled_rows``) holds, followed by ``new``."""
     if new.empty:
         return rows
-    drop = (rows["mode"] == RELABEL_MODE) & rows["set"].isin(set(new["set"]))
+    done = pd.MultiIndex.from_frame(new[["mode", "set"]].drop_duplicates())
+    drop = pd.MultiIndex.from_frame(rows[["mode", "set"]]).isin(done)
     return pd.concat([rows[~drop], new], ignore_index=True)
 
 
 def load_dataset(root: str | Path, profile_source: str = "ncu", retime: bool = True, relabel: bool = True) -> Dataset:
     """Read profiles and campaigns under ``root`` and build feature rows, each window's members re-timed to their solo
-    baselines (``retime``), the time-slicing sets re-measured under ``root/relabel/`` given their relabelled rows instead
+    baselines (``retime``), the sets re-measured under ``root/relabel/`` given their relabelled rows (in their mode) instead
     of their windows' (``relabel``; see the module doc)."""
     root = Path(root)
     if not root.is_dir():
@@ -211,7 +217,7 @@ def dataset_from(root: Path, profiles: Mapping[str, JobProfile], profile_files: 
     """The windows measured under ``root`` (a dataset folder with ``campaigns/``, or a campaign) as feature rows, each
     member described by its profile in ``profiles`` (read from ``profile_files``, which the data hash covers with the
     record files); windows with a member lacking a profile are left out. With ``relabel``, a dataset folder's
-    ``relabel/`` campaigns replace the time-slicing rows of the sets they re-measured (``relabelled_rows``,
+    ``relabel/`` campaigns replace the rows of the sets they re-measured, in their mode (``relabelled_rows``,
     ``replace_relabelled``), and the hash covers their record files too (under their paths in ``root``: moved into
     ``campaigns/`` they would mean other rows)."""
     campaigns = root / "campaigns" if (root / "campaigns").is_dir() else root

@@ -43,13 +43,13 @@ def train(data_dir: str | Path, out: str | Path, modes: Sequence[str] = MODES, w
           log: Callable[[str], None] = lambda s: None, profile_source: str = "ncu", relabel: bool = True) -> list[Path]:
     """Fit one model per mode on all of ``data_dir``; write ``OUT-MODE.json`` manifests and their model files
     (``OUT-MODE-nvml.json`` for ``profile_source`` ``nvml``: the jobs described by their GPM profiles,
-    ``profiles/nvml``). The time-slicing sets re-measured under ``data_dir/relabel/`` are trained on their relabelled
+    ``profiles/nvml``). The sets re-measured under ``data_dir/relabel/`` are trained on their relabelled
     rows (``relabel``; ``dataset.load_dataset``); the manifest records whether (``relabelled``). With ``with_metrics``
     the manifest also records the model's cross-validated figures (``evaluation.evaluate_mode``)."""
     log(f"reading {data_dir} ({profile_source} profiles)")
     ds = load_dataset(data_dir, profile_source=profile_source, relabel=relabel)
     if ds.relabelled:
-        log(f"relabelled rows: {int(ds.rows['relabelled'].sum())} (the time-slicing sets re-measured under relabel/)")
+        log(f"relabelled rows: {int(ds.rows['relabelled'].sum())} (the sets re-measured under relabel/)")
     out = Path(out)
     stem = out.name[:-5] if out.name.endswith(".json") else out.name
     written = []
