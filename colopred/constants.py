@@ -146,9 +146,14 @@ MIN_CLASS_CALIBRATION_ROWS = 20
 """A class of fewer calibration rows than this takes the pooled width: its 90% quantile would rest on its two largest
 residuals."""
 
-INTERVAL_SCALE = "beyond_size"
-"""How the conformal half-width scales from row to row (``estimator.INTERVAL_SCALES``): sets larger than any in
-training get a wider interval. Chosen, with ``INTERVAL_SIZE_EXPONENT``, ``INTERVAL_QUANTILE_FLOOR`` and
+INTERVAL_SCALE = "beyond_load"
+"""How the conformal half-width scales from row to row (``estimator.INTERVAL_SCALES``): sets that bring more
+contention than any in training get a wider interval, by the co-runners' summed busy fraction beyond the m − 1 of the
+largest trained set (``beyond_load``), since issue 23's coverage work; the growth by the number of co-runners
+(``beyond_size``) left a host-bound MPS job beside two saturating co-runners under-covered and one beside idle ones
+over-covered. ``beyond_load`` replaced it by the rule of ``scripts/dev_size_exponent.py`` (row-weighted mean
+|coverage − 90| over the development cells of mode, class, split and number of saturating co-runners, each design at
+its rule-chosen a's; ``reports/h100/intervals/size_exponent``). ``beyond_size`` was chosen, with ``INTERVAL_SIZE_EXPONENT``, ``INTERVAL_QUANTILE_FLOOR`` and
 ``CONFORMAL_FOLDS``, on the development architectures only (sets without an architecture of
 ``datasets/h100/locked_split.json``, locked before the choice): of 12 combinations (3 or 5 folds, a = 0, 0.5 or 1,
 quantile band kept or not) the one of least mean |coverage − 90| over the 8 (mode, split) cells of the ncu data
@@ -162,10 +167,10 @@ INTERVAL_SIZE_EXPONENT = 0.5
 ``interval_size_exponents``."""
 
 INTERVAL_SIZE_EXPONENTS = {
-    "ncu": {"timeslice": {"saturating": 0.0, "host_bound": 0.5}, "mps": {"saturating": 0.0, "host_bound": 0.25}},
-    "nvml": {"timeslice": {"saturating": 0.0, "host_bound": 0.0}, "mps": {"saturating": 0.0, "host_bound": 0.0}},
+    "ncu": {"timeslice": {"saturating": 0.0, "host_bound": 0.5}, "mps": {"saturating": 0.0, "host_bound": 0.5}},
+    "nvml": {"timeslice": {"saturating": 0.0, "host_bound": 0.0}, "mps": {"saturating": 0.25, "host_bound": 0.0}},
 }
-"""a of the ``beyond_size`` scale per profile source, mode and class of target job (``estimator.INTERVAL_CLASS_NAMES``).
+"""a of the ``INTERVAL_SCALE`` growth per profile source, mode and class of target job (``estimator.INTERVAL_CLASS_NAMES``).
 Chosen on the development rows of the splits that predict larger sets than trained on (``scripts/dev_size_exponent.py
 [--profiles nvml]``, ``reports/h100/intervals/size_exponent``, ``reports/h100-nvml/size_exponent``; rule: a replaces
 0.5 only if it brings the pooled coverage of the class closer to 90% by more than its binomial standard error),

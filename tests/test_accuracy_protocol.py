@@ -16,7 +16,7 @@ from colopred.research.protocol import is_locked, locked_architectures, noise_fl
 from colopred.runtime.estimator import SlowdownModel
 from colopred.runtime.features import FEATURES
 
-from .conftest import DATA, ROOT
+from .conftest import DATA, ROOT, load_script
 
 pytestmark = pytest.mark.data
 
@@ -28,29 +28,38 @@ def timeslice():
     return load_dataset(DATA).for_mode("timeslice")
 
 
+@pytest.mark.parametrize("scale", ["beyond_size", None])
 @pytest.mark.parametrize("exponents", [None, {"saturating": 1.0, "host_bound": 0.25}])
-def test_interval_widens_for_sets_larger_than_any_in_training(timeslice, exponents):
-    """The conformal half-width is w for sets of a trained size and w·((n − 1)/(m − 1))^a beyond (m the largest
-    trained set), w and a those of the target job's class (a: constants.INTERVAL_SIZE_EXPONENTS of ncu and the mode, or
-    size_exponents): a model trained on pairs gives triples 2^a and four-job sets 3^a wider log intervals."""
+def test_interval_widens_for_sets_larger_than_any_in_training(timeslice, exponents, scale):
+    """The conformal half-width is w for sets of a trained size and w·g^a beyond (m the largest trained set), w and a
+    those of the target job's class (a: constants.INTERVAL_SIZE_EXPONENTS of ncu and the mode, or size_exponents):
+    ``beyond_size`` g = (n − 1)/(m − 1), so a model trained on pairs gives triples 2^a and four-job sets 3^a wider
+    log intervals; ``beyond_load`` (the default) g = max(1, B/(m − 1)), B the co-runners' summed busy fraction, so a
+    triple whose co-runners are busy less than one saturating job's worth gets no growth at all."""
     from colopred.constants import HOST_BOUND_BUSY, INTERVAL_SIZE_EXPONENTS
 
     pairs = timeslice[timeslice["n_jobs"] == 2]
-    m = SlowdownModel(mode="timeslice", size_exponents=exponents).fit(pairs[list(FEATURES)], pairs["slowdown"], groups=pairs["arch"])
-    assert m.max_set_size_ == 2 and m.interval_scale_ == "beyond_size" and not m.quantile_floor_
+    m = SlowdownModel(mode="timeslice", size_exponents=exponents, interval_scale=scale).fit(
+        pairs[list(FEATURES)], pairs["slowdown"], groups=pairs["arch"])
+    assert m.max_set_size_ == 2 and m.interval_scale_ == (scale or "beyond_load") and not m.quantile_floor_
     assert m.interval_classes_ == "host_bound" and all(0 < w < 1 for w in m.conformal_class_log_widths_)
     a = exponents or INTERVAL_SIZE_EXPONENTS["ncu"]["timeslice"]
     assert m.size_exponents_ == (a["saturating"], a["host_bound"])
+    light = 0
     for n in (2, 3, 4):
         by_busy = timeslice[timeslice["n_jobs"] == n].sort_values("t_busy")
-        rows = pd.concat([by_busy.head(20), by_busy.tail(20)])
+        # the least and the most busy targets, and those of the least busy co-runners
+        rows = pd.concat([by_busy.head(20), by_busy.tail(20), by_busy.sort_values("co_sum_busy").head(10)])
         hb = rows["t_busy"].to_numpy() < HOST_BOUND_BUSY
         assert hb.any() and not hb.all()  # both classes among the rows
         w = np.where(hb, m.conformal_class_log_widths_[1], m.conformal_class_log_widths_[0])
-        p, iv = m.predict_with_interval(rows[list(FEATURES)])
+        p, iv = m.predict_with_interval(rows)
         c_sat, c_hb = m.slowdown_exponents_  # constants.INTERVAL_SLOWDOWN_EXPONENTS of ncu and the mode
-        factor = np.where(hb, (n - 1) ** a["host_bound"] * p ** c_hb, (n - 1) ** a["saturating"] * p ** c_sat)
+        g = np.full(len(rows), n - 1.0) if scale == "beyond_size" else np.maximum(rows["co_sum_busy"].to_numpy(), 1.0)
+        light += int((g == 1).sum()) if n > 2 else 0
+        factor = np.where(hb, g ** a["host_bound"] * p ** c_hb, g ** a["saturating"] * p ** c_sat)
         assert np.allclose(np.log(iv[:, 1] / p), w * factor, rtol=1e-9) and np.allclose(np.log(p / iv[:, 0]), w * factor, rtol=1e-9)
+    assert (light > 0) is (scale is None)  # idle co-runners of a larger set: no growth under beyond_load only
 
 
 def test_size_exponents_travel_in_the_manifest_and_old_manifests_read_as_one_exponent(timeslice, tmp_path):
@@ -80,7 +89,7 @@ def test_size_exponents_travel_in_the_manifest_and_old_manifests_read_as_one_exp
 
 
 def test_the_slowdown_scale_makes_each_rows_width_its_class_width_times_its_prediction_to_the_c(timeslice, tmp_path):
-    """slowdown_exponents c (default constants.INTERVAL_SLOWDOWN_EXPONENTS): a row's log half-width is w·((n − 1)/(m − 1))^a·p̂^c with w its class's conformal width,
+    """slowdown_exponents c (default constants.INTERVAL_SLOWDOWN_EXPONENTS): a row's log half-width is w·g^a·p̂^c with w its class's conformal width and g its growth,
     calibrated on the scores |log residual| / p̂^c (so the class's widths differ from c = 0); the manifest carries c
     and the loaded model gives the same intervals; a manifest without it reads as 0; a c lacking a class is refused."""
     from colopred.constants import HOST_BOUND_BUSY, INTERVAL_SIZE_EXPONENTS
@@ -98,8 +107,9 @@ def test_the_slowdown_scale_makes_each_rows_width_its_class_width_times_its_pred
     rows = timeslice[timeslice["n_jobs"] == 3][list(FEATURES)]
     hb = rows["t_busy"].to_numpy() < HOST_BOUND_BUSY
     p, iv = m.predict_with_interval(rows)
-    w = np.where(hb, m.conformal_class_log_widths_[1] * 2 ** a["host_bound"] * p ** -1.0,
-                 m.conformal_class_log_widths_[0] * 2 ** a["saturating"] * p ** 0.5)
+    g = np.maximum(rows["co_sum_busy"].to_numpy(), 1.0)  # the beyond_load growth of a triple from pairs
+    w = np.where(hb, m.conformal_class_log_widths_[1] * g ** a["host_bound"] * p ** -1.0,
+                 m.conformal_class_log_widths_[0] * g ** a["saturating"] * p ** 0.5)
     assert hb.any() and not hb.all()
     assert np.allclose(np.log(iv[:, 1] / p), w, rtol=1e-9) and np.allclose(np.log(p / iv[:, 0]), w, rtol=1e-9)
     path = tmp_path / "m-timeslice.json"
@@ -489,41 +499,49 @@ def test_the_shipped_models_scale_only_saturating_jobs_interference(mode):
 
 
 def test_dev_size_exponent_recomputes_each_exponents_coverage_exactly(timeslice):
-    """scripts/dev_size_exponent.py scores every a from one set of predictions made with a = 0.5: its coverage of the
-    triples predicted by a model of pairs at a = 1 (saturating) and 0 (host-bound) is the coverage of the intervals
-    of a model fitted with those exponents; and its rule keeps 0.5 unless another a is closer to 90% by more than a
-    standard error."""
-    import importlib.util
-
+    """scripts/dev_size_exponent.py scores every a of both growths from one set of predictions made with
+    ``beyond_size`` at a = 0.5: its coverage of the triples predicted by a model of pairs at a = 1 (saturating) and
+    0 (host-bound) is the coverage of the intervals of a model fitted with those exponents and that growth; its cells
+    add up to the pooled coverage; and its rule keeps 0.5 unless another a is closer to 90% by more than a standard
+    error."""
     from colopred.constants import HOST_BOUND_BUSY, INTERVAL_SIZE_EXPONENT
 
-    spec = importlib.util.spec_from_file_location("dev_size_exponent", ROOT / "scripts" / "dev_size_exponent.py")
-    dse = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(dse)
+    dse = load_script("dev_size_exponent")
     pairs, triples = timeslice[timeslice["n_jobs"] == 2], timeslice[timeslice["n_jobs"] == 3]
     fit = {"groups": pairs["arch"]}
-    half = SlowdownModel(mode="timeslice", size_exponents=dict.fromkeys(("saturating", "host_bound"), INTERVAL_SIZE_EXPONENT))
+    half = SlowdownModel(mode="timeslice", size_exponents=dict.fromkeys(("saturating", "host_bound"), INTERVAL_SIZE_EXPONENT),
+                         interval_scale="beyond_size")
     half.fit(pairs[list(FEATURES)], pairs["slowdown"], **fit)
     p, iv = half.predict_with_interval(triples[list(FEATURES)])
     pred = triples.assign(mode="timeslice", split="pairs->triples", pred=p, lo=iv[:, 0], hi=iv[:, 1])
     cov = dse.coverage_by_exponent(pred)
-    other = SlowdownModel(mode="timeslice", size_exponents={"saturating": 1.0, "host_bound": 0.0})
-    other.fit(pairs[list(FEATURES)], pairs["slowdown"], **fit)
-    iv1 = other.predict_interval(triples[list(FEATURES)])
     s = triples["slowdown"].to_numpy()
     hb = triples["t_busy"].to_numpy() < HOST_BOUND_BUSY
-    inside = (s >= iv1[:, 0]) & (s <= iv1[:, 1])
-    both = cov[cov["split"] == "both"].set_index(["jobs", "a"])["coverage_pct"]
-    assert both[("saturating", 1.0)] == pytest.approx(100 * inside[~hb].mean(), abs=1e-9)
-    assert both[("host-bound", 0.0)] == pytest.approx(100 * inside[hb].mean(), abs=1e-9)
-    assert both[("saturating", 0.0)] < both[("saturating", 2.0)]  # wider intervals cover more
+    chosen = {}
+    for scale in dse.SCALES:
+        other = SlowdownModel(mode="timeslice", size_exponents={"saturating": 1.0, "host_bound": 0.0}, interval_scale=scale)
+        other.fit(pairs[list(FEATURES)], pairs["slowdown"], **fit)
+        iv1 = other.predict_interval(triples[list(FEATURES)])
+        inside = (s >= iv1[:, 0]) & (s <= iv1[:, 1])
+        both = cov[(cov["split"] == "both") & (cov["scale"] == scale)].set_index(["jobs", "a"])["coverage_pct"]
+        assert both[("saturating", 1.0)] == pytest.approx(100 * inside[~hb].mean(), abs=1e-9)
+        assert both[("host-bound", 0.0)] == pytest.approx(100 * inside[hb].mean(), abs=1e-9)
+        assert both[("saturating", 0.0)] < both[("saturating", 2.0)]  # wider intervals cover more
+        chosen[scale] = {"timeslice": {"saturating": 1.0, "host_bound": 0.0}}
+    cells = dse.cell_coverage(pred, chosen)
+    for scale in dse.SCALES:
+        c = cells[(cells["scale"] == scale) & (cells["jobs"] == "saturating")]
+        pooled = cov[(cov["split"] == "both") & (cov["scale"] == scale)].set_index(["jobs", "a"])["coverage_pct"][("saturating", 1.0)]
+        assert c["rows"].sum() == (~hb).sum() and (c["coverage_pct"] * c["rows"]).sum() / c["rows"].sum() == pytest.approx(pooled)
+    assert set(cells["co_saturating"]) == {0, 1, 2}
     rows = len(triples)
-    table = pd.DataFrame([{"mode": "timeslice", "jobs": "saturating", "split": "both", "a": a, "rows": rows, "coverage_pct": c}
-                          for a, c in zip(dse.GRID, (70, 80, 85, 89, 91, 99, 100))])
+    table = pd.DataFrame([{"scale": "beyond_load", "mode": "timeslice", "jobs": "saturating", "split": "both", "a": a, "rows": rows,
+                           "coverage_pct": c} for a, c in zip(dse.GRID, (70, 80, 85, 89, 91, 99, 100))])
     se = 100 * math.sqrt(0.09 / rows)
     assert se < 4  # 85 -> 89 or 91 is closer to 90 by 4 points
-    assert dse.choose(table) == {"timeslice": {"saturating": 0.75}}  # 89 and 91 tie: the smaller a
-    assert dse.choose(table.assign(coverage_pct=np.where(table["a"] == 0.5, 88.5, table["coverage_pct"]))) == {"timeslice": {"saturating": 0.5}}
+    assert dse.choose(table) == {"beyond_load": {"timeslice": {"saturating": 0.75}}}  # 89 and 91 tie: the smaller a
+    assert dse.choose(table.assign(coverage_pct=np.where(table["a"] == 0.5, 88.5, table["coverage_pct"]))) == {
+        "beyond_load": {"timeslice": {"saturating": 0.5}}}
 
 
 @pytest.mark.parametrize("source", ["ncu", "nvml"])

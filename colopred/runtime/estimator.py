@@ -72,10 +72,13 @@ def _alone(X: np.ndarray) -> np.ndarray:
     return X[:, _N_JOBS] <= 1
 
 
-INTERVAL_SCALES = ("none", "beyond_size")
+INTERVAL_SCALES = ("none", "beyond_size", "beyond_load")
 """How the conformal half-width scales from row to row (``interval_scale``): ``none``, one width for every row;
 ``beyond_size``, one width for sets of a size the model was trained on, and ((n − 1)/(m − 1))^a times it for a set
-of n > m jobs, m the largest set size in training and a that of the target job's class (``size_exponents``)."""
+of n > m jobs, m the largest set size in training and a that of the target job's class (``size_exponents``);
+``beyond_load``, the same with the co-runners' summed busy fraction B in place of their number n − 1:
+max(1, B/(m − 1))^a, so that idle co-runners, which add little contention, add little width."""
+_CO_SUM_BUSY = FEATURES.index("co_sum_busy")
 
 
 def interval_scale(X: np.ndarray, kind: str, max_set_size: int | None,
@@ -84,12 +87,16 @@ def interval_scale(X: np.ndarray, kind: str, max_set_size: int | None,
     (normalised split-conformal, Lei et al. 2018, "Distribution-free predictive inference for regression", §5.2).
     Calibration residuals come from sets of the sizes trained on; a larger set is predicted by extrapolation, whose
     errors the calibration never sees, so ``beyond_size`` widens its interval with the co-runners it has beyond
-    the largest trained set. ``exponent``: a, one for every row or one per row."""
+    the largest trained set, and ``beyond_load`` with the contention they bring beyond it (the co-runners' summed
+    busy fraction against the m − 1 a trained set can hold at most; a trained set's is never above, so calibration
+    rows keep σ = 1). ``exponent``: a, one for every row or one per row."""
     if kind == "none" or max_set_size is None:
         return np.ones(len(X))
+    m = max(int(max_set_size), 2)
     if kind == "beyond_size":
-        m = max(int(max_set_size), 2)
         return np.maximum((X[:, _N_JOBS] - 1.0) / (m - 1.0), 1.0) ** exponent
+    if kind == "beyond_load":  # a missing busy fraction (NaN) counts as no extra load
+        return np.maximum(np.nan_to_num(X[:, _CO_SUM_BUSY]) / (m - 1.0), 1.0) ** exponent
     raise ValueError(f"unknown interval scale {kind!r} (one of {', '.join(INTERVAL_SCALES)})")
 
 
