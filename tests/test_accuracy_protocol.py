@@ -546,9 +546,9 @@ def test_dev_size_exponent_recomputes_each_exponents_coverage_exactly(timeslice)
 
 @pytest.mark.parametrize("source", ["ncu", "nvml"])
 def test_models_of_each_profile_source_widen_beyond_the_trained_size_by_their_own_exponents(source):
-    """evaluation.new_model (what train, evaluate and the studies fit) takes the beyond_size exponents of its profile
-    source and mode, and an explicit size_exponents wins."""
-    from colopred.constants import INTERVAL_SIZE_EXPONENTS
+    """evaluation.new_model (what train, evaluate and the studies fit) takes the growth and its exponents of its
+    profile source and mode, and an explicit interval_scale or size_exponents wins."""
+    from colopred.constants import INTERVAL_SCALE_OF_SOURCE, INTERVAL_SIZE_EXPONENTS
     from colopred.research.evaluation import new_model
 
     for mode in ("timeslice", "mps"):
@@ -556,7 +556,8 @@ def test_models_of_each_profile_source_widen_beyond_the_trained_size_by_their_ow
         m._resolve()
         want = INTERVAL_SIZE_EXPONENTS[source][mode]
         assert m.size_exponents_ == (want["saturating"], want["host_bound"])
-        m = new_model(mode, source, size_exponents={"saturating": 2.0, "host_bound": 3.0})
+        assert m.interval_scale_ == INTERVAL_SCALE_OF_SOURCE[source]
+        m = new_model(mode, source, size_exponents={"saturating": 2.0, "host_bound": 3.0}, interval_scale="none")
         m._resolve()
-        assert m.size_exponents_ == (2.0, 3.0)
+        assert m.size_exponents_ == (2.0, 3.0) and m.interval_scale_ == "none"
     assert INTERVAL_SIZE_EXPONENTS["ncu"] != INTERVAL_SIZE_EXPONENTS["nvml"]

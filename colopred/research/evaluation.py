@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..constants import HOST_BOUND_BUSY, INTERVAL_SIZE_EXPONENTS, INTERVAL_SLOWDOWN_EXPONENTS
+from ..constants import HOST_BOUND_BUSY, INTERVAL_SCALE_OF_SOURCE, INTERVAL_SIZE_EXPONENTS, INTERVAL_SLOWDOWN_EXPONENTS
 from ..errors import InputError
 from ..measurement.harness.reader import machine_key
 from ..runtime import outcome
@@ -125,9 +125,12 @@ SPLITS = ("random", "leave-arch", "pairs->triples", "pairs+triples->quads")
 def new_model(mode: str | None, source: str = "ncu", timeline: bool = True, **kw) -> SlowdownModel:
     """An unfitted SlowdownModel of ``mode`` for ``source`` profiles (``ncu``, or ``nvml``: GPM profiles, whose
     trees see only the features a GPM profile gives, with or without its ``timeline`` fields:
-    ``runtime.sources.gpm_model_features``), its interval widening beyond the trained set size that of ``source``
-    (``constants.INTERVAL_SIZE_EXPONENTS``) and its per-row slowdown scale (``constants.INTERVAL_SLOWDOWN_EXPONENTS``)
-    unless ``kw`` sets ``size_exponents`` or ``slowdown_exponents``."""
+    ``runtime.sources.gpm_model_features``), its interval widening beyond the trained sets that of ``source``
+    (``constants.INTERVAL_SCALE_OF_SOURCE``, ``constants.INTERVAL_SIZE_EXPONENTS``) and its per-row slowdown scale
+    (``constants.INTERVAL_SLOWDOWN_EXPONENTS``)
+    unless ``kw`` sets ``interval_scale``, ``size_exponents`` or ``slowdown_exponents``."""
+    if "interval_scale" not in kw and source in INTERVAL_SCALE_OF_SOURCE:
+        kw["interval_scale"] = INTERVAL_SCALE_OF_SOURCE[source]
     if "size_exponents" not in kw and mode in INTERVAL_SIZE_EXPONENTS.get(source, {}):
         kw["size_exponents"] = INTERVAL_SIZE_EXPONENTS[source][mode]
     if "slowdown_exponents" not in kw and mode in INTERVAL_SLOWDOWN_EXPONENTS.get(source, {}):
