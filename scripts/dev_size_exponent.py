@@ -15,8 +15,9 @@ coverage is computed from them (the interval is symmetric in log, half-width w·
 brings the coverage closer to 90% by more than one binomial standard error of that coverage (100·√(0.09/rows)
 points); among those, the closest wins (ties: the smaller a).
 
-**Which growth** (``--scale``, both computed from the same predictions): ``beyond_size`` counts the co-runners beyond
-the trained size, ((n − 1)/(m − 1))^a; ``beyond_load`` their summed busy fraction B, max(1, B/(m − 1))^a. A host-bound
+**Which growth** (both computed from the same predictions, per profile source): ``beyond_size`` counts the
+co-runners beyond the trained size, ((n − 1)/(m − 1))^a; ``beyond_load`` their summed busy fraction B,
+max(1, B/(m − 1))^a. A host-bound
 MPS job beside two saturating co-runners erred most in triples from pairs, beside host-bound ones least (development
 rows, a = 0.25 by count: 84% and 100% covered), which a count of co-runners cannot tell apart. The design was proposed
 after that look at the ncu development rows, with its rule: each design takes its a's by the rule above, and

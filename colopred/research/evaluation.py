@@ -127,8 +127,8 @@ def new_model(mode: str | None, source: str = "ncu", timeline: bool = True, **kw
     trees see only the features a GPM profile gives, with or without its ``timeline`` fields:
     ``runtime.sources.gpm_model_features``), its interval widening beyond the trained sets that of ``source``
     (``constants.INTERVAL_SCALE_OF_SOURCE``, ``constants.INTERVAL_SIZE_EXPONENTS``) and its per-row slowdown scale
-    (``constants.INTERVAL_SLOWDOWN_EXPONENTS``)
-    unless ``kw`` sets ``interval_scale``, ``size_exponents`` or ``slowdown_exponents``."""
+    (``constants.INTERVAL_SLOWDOWN_EXPONENTS``), unless ``kw`` sets ``interval_scale``, ``size_exponents`` or
+    ``slowdown_exponents``."""
     if "interval_scale" not in kw and source in INTERVAL_SCALE_OF_SOURCE:
         kw["interval_scale"] = INTERVAL_SCALE_OF_SOURCE[source]
     if "size_exponents" not in kw and mode in INTERVAL_SIZE_EXPONENTS.get(source, {}):
