@@ -62,6 +62,24 @@ def test_interval_widens_for_sets_larger_than_any_in_training(timeslice, exponen
     assert (light > 0) is (scale is None)  # idle co-runners of a larger set: no growth under beyond_load only
 
 
+def test_the_load_growth_is_one_up_to_a_trained_sets_load_and_counts_a_missing_busy_fraction_as_none():
+    """``beyond_load``: σ = max(1, B/(m − 1))^a with B = co_sum_busy; a row whose co-runners are busy no more than the
+    m − 1 of a trained set (every calibration row) keeps σ = 1, and a missing B (a GPM profile without it) adds
+    nothing; ``beyond_size`` grows with the count whatever B."""
+    from colopred.runtime.estimator import interval_scale
+
+    X = np.zeros((5, len(FEATURES)))
+    X[:, FEATURES.index("n_jobs")] = [2, 3, 3, 4, 4]
+    X[:, FEATURES.index("co_sum_busy")] = [1.0, 0.7, 2.0, 3.0, np.nan]
+    load = interval_scale(X, "beyond_load", max_set_size=2, exponent=0.5)
+    assert np.allclose(load, [1.0, 1.0, np.sqrt(2.0), np.sqrt(3.0), 1.0])
+    assert np.allclose(interval_scale(X, "beyond_load", max_set_size=3, exponent=1.0), [1.0, 1.0, 1.0, 1.5, 1.0])
+    assert np.allclose(interval_scale(X, "beyond_size", max_set_size=2, exponent=0.5), np.sqrt([1.0, 2.0, 2.0, 3.0, 3.0]))
+    assert (interval_scale(X, "beyond_load", max_set_size=None) == 1).all()
+    with pytest.raises(ValueError, match="unknown interval scale"):
+        interval_scale(X, "beyond_sets", max_set_size=2)
+
+
 def test_size_exponents_travel_in_the_manifest_and_old_manifests_read_as_one_exponent(timeslice, tmp_path):
     """A saved model's manifest records interval_size_exponents and the loaded model predicts the same intervals of
     triples from a model of pairs; a manifest without the field (written before it) reads as
