@@ -157,7 +157,7 @@ source's models use. ``beyond_size`` (the growth by the number of co-runners) wa
 split) cells of the ncu data (3.08 points; the old interval, 3 folds, a = 0, band kept: 3.34); ``docs/model.md``,
 "Intervals"."""
 
-INTERVAL_SCALE_OF_SOURCE = {"ncu": "beyond_load", "nvml": "beyond_size"}
+INTERVAL_SCALE_OF_SOURCE = {"ncu": INTERVAL_SCALE, "nvml": "beyond_size"}
 """The growth of each profile source's models, chosen on the development rows by the rule of
 ``scripts/dev_size_exponent.py`` (each design at its rule-chosen a's; the row-weighted mean |coverage − 90| over the
 cells of mode, class, split and number of saturating co-runners), at data hash 530459efce4bef13 (GPM 63859cf9584d76b7): ncu

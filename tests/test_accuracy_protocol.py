@@ -368,11 +368,7 @@ def test_pair_additivity_composes_the_measured_pair_means(timeslice):
     """scripts/pair_additivity.py: a job's additive composition in a triple is 1 + Σ (s_jk − 1) over the mean measured
     slowdowns of its pairs with each co-runner, the multiplicative one their product; only rows whose pairs were all
     measured appear."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("pair_additivity", ROOT / "scripts" / "pair_additivity.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("pair_additivity")
     t = mod.composed(timeslice)
     assert len(t) > 100 and set(t["n_jobs"]) <= {3, 4}
     means = timeslice.groupby(["set", "job"])["slowdown"].mean()
@@ -461,13 +457,9 @@ def test_arch_curve_trains_on_the_drawn_architectures_and_at_all_of_them_is_the_
     """scripts/arch_curve_study.py: a fold's diverse rows hold only drawn architectures and never the held-out one, its
     volume-matched rows are as many, drawn from every set without it (so other architectures appear); with every other
     architecture drawn both designs are the leave-arch split, and the curve's figure is evaluation's on those rows."""
-    import importlib.util
-
     from colopred.research.evaluation import out_of_sample
 
-    spec = importlib.util.spec_from_file_location("arch_curve_study", ROOT / "scripts" / "arch_curve_study.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("arch_curve_study")
     five = {"alexnet", "gin", "lstm_lm", "resnet50", "wide_deep"}
     df = timeslice[timeslice["set_archs"].map(lambda a: set(a) <= five)].reset_index(drop=True)
     rng = np.random.default_rng(0)

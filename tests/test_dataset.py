@@ -8,7 +8,7 @@ import pytest
 from colopred.measurement.harness.reader import read_windows
 from colopred.profile import JobProfile
 
-from .conftest import DATA
+from .conftest import DATA, load_script
 
 RESERVED = re.compile(r"densenet|vit_|\bvit\b|bert|mobilenet_?v3|efficientnet", re.IGNORECASE)
 
@@ -74,11 +74,7 @@ def test_every_job_has_a_gpm_profile_and_repeated_solo_timings():
 
 def test_data_card_tables_match_the_shipped_data():
     """The generated blocks of the data card are what scripts/datacard.py computes from the records now."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("datacard", DATA.parents[1] / "scripts" / "datacard.py")
-    datacard = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(datacard)
+    datacard = load_script("datacard")
     text = (DATA / "README.md").read_text()
     blocks = datacard.sections(*datacard.load())
     assert {"counts", "windows", "jobs", "repeat_noise", "by_size", "batch", "first_look"} <= set(blocks)

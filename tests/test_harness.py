@@ -17,6 +17,8 @@ from colopred.measurement.harness.reader import (
 )
 from colopred.measurement.harness.records import RecordWriter, iter_records
 
+from .conftest import load_script
+
 JOBS = ("a-b1-fp32", "b-b1-fp32", "c-b1-fp32", "d-b1-fp32")
 SOLO_MS = {"a-b1-fp32": 10.0, "b-b1-fp32": 20.0, "c-b1-fp32": 5.0, "d-b1-fp32": 40.0}
 
@@ -289,12 +291,9 @@ def test_gpu_session_campaigns_take_their_jobs_from_the_sets_files(tmp_path):
     """scripts/gpu_session.py --campaigns DIR=SETS,...: one campaign per entry, in order, each with the jobs
     its sets file names (first appearance order, comments ignored) and packed under its own name."""
     import argparse
-    import importlib.util
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("gpu_session", Path(__file__).parents[1] / "scripts" / "gpu_session.py")
-    gs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gs)
+    gs = load_script("gpu_session")
     (tmp_path / "a.txt").write_text("# header\nj1+j2\nj2+j3+j1  # triple\n")
     (tmp_path / "b.txt").write_text("j4+j5\n")
     a = argparse.Namespace(campaigns=f"{tmp_path}/ca={tmp_path}/a.txt,{tmp_path}/cb={tmp_path}/b.txt",
@@ -309,12 +308,8 @@ def test_gpu_session_does_not_start_a_campaign_it_has_no_time_for(tmp_path, monk
     """The measure step starts a campaign only while MIN_CAMPAIGN_S of the budget are left (a 16-job campaign's
     workers take over a minute to start); the campaigns after it are skipped too, and say so."""
     import argparse
-    import importlib.util
-    from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("gpu_session", Path(__file__).parents[1] / "scripts" / "gpu_session.py")
-    gs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gs)
+    gs = load_script("gpu_session")
     now = {"t": 0.0}
     started, said = [], []
 

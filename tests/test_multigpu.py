@@ -25,7 +25,7 @@ from colopred.measurement.harness.reader import (
 from colopred.measurement.harness.records import iter_records
 from colopred.measurement.harness.sharding import _set_cost_s, _solo_cost_s, assign_sets, full_plan, shard_plans
 
-from .conftest import DATA, ROOT
+from .conftest import DATA, ROOT, load_script
 from .fake_gpu_shard import FakeGpu, solo_ms
 from .test_harness import JOBS
 
@@ -428,11 +428,7 @@ def test_gpu_session_spreads_campaigns_over_the_gpus_and_keeps_the_one_gpu_basel
     """scripts/gpu_session.py --gpus all: new campaigns get --gpus all and --cross-gpu-frac, resumed ones --gpus
     all, those in --one-gpu-campaigns --gpus 0 (the scaling baseline), each at most --campaign-budget-s long."""
     import argparse
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gpu_session", ROOT / "scripts" / "gpu_session.py")
-    gs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gs)
+    gs = load_script("gpu_session")
     calls = []
     gs.sh = lambda cmd, timeout, log_path=None, env=None: (calls.append((cmd, timeout)) or (0, 1.0))
     a = argparse.Namespace(measure_extra="", gpus="all", cross_gpu_frac=0.25, one_gpu_campaigns=["one"], campaign_budget_s=200.0,

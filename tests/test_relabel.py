@@ -2,7 +2,6 @@
 mean of their windows there as their label) and the re-labelling scripts (scripts/relabel_status.py,
 scripts/relabel_study.py), on the chunks measured on the H100."""
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -18,7 +17,7 @@ from colopred.research.dataset import load_dataset, load_profiles_dir, relabelle
 from colopred.research.evaluation import metrics
 from colopred.runtime.features import FEATURES, feature_frame
 
-from .conftest import DATA
+from .conftest import DATA, load_script
 
 ROOT = Path(__file__).parents[1]
 RELABEL = ROOT / "datasets" / "h100" / "relabel"
@@ -27,13 +26,6 @@ SMALL_CAMPAIGN = "h100-c13t"  # time-slicing; holds 4 of the chunk's 10 sets
 MODELS = ROOT / "colopred" / "runtime" / "models"
 pytestmark = pytest.mark.data
 ROW_KEYS = ["window_id", "job", "mode", "set", "slowdown", "solo_ms", *FEATURES]
-
-
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +55,7 @@ def remeasured() -> pd.DataFrame:
 def test_each_relabelled_row_is_the_mean_of_its_windows_in_the_run(chunk_dir):
     """One row per (set, job) of the chunk: the mean of the slowdowns of its three windows, the job described by its
     profile re-timed to the mean of its solo baselines there."""
-    assert _script("relabel_study").relabelled_rows is relabelled_rows  # the study builds them as the library does
+    assert load_script("relabel_study").relabelled_rows is relabelled_rows  # the study builds them as the library does
     profiles = load_profiles_dir(ROOT / "datasets" / "h100" / "profiles" / "ncu")
     rows = relabelled_rows(chunk_dir, profiles)
     w = R.read_windows(chunk_dir / CHUNK)
@@ -203,7 +195,7 @@ def test_gpm_profiles_describe_the_same_relabelled_labels(relab):
 
 
 def test_relabel_status_label_table_gives_the_standard_error_of_each_mean(chunk_dir):
-    status = _script("relabel_status")
+    status = load_script("relabel_status")
     w = R.read_windows(chunk_dir / CHUNK)
     lab = status.label_table(w)
     sl = R.slowdown_table(w)

@@ -12,7 +12,7 @@ from colopred.research import transfer
 from colopred.research.dataset import load_profiles_dir
 from colopred.runtime.predictor import Predictor
 
-from .conftest import DATA, ROOT
+from .conftest import DATA, ROOT, load_script
 
 H200 = ROOT / "datasets" / "h200"
 C1R = H200 / "campaigns" / "h200-c1r"  # 16 sets in both modes on one machine: the smallest real campaign
@@ -127,11 +127,7 @@ def test_same_set_pairs_the_measurements_of_both_gpus():
 
 
 def test_transfer_study_script_refuses_bad_arguments(capsys, tmp_path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("transfer_study", ROOT / "scripts" / "transfer_study.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("transfer_study")
     assert script.main(["--fractions", "0,1"]) == 2
     assert "--fractions" in capsys.readouterr().err
     assert script.main(["--seeds", "a"]) == 2
