@@ -12,12 +12,14 @@ value (the mean over ``--seeds`` tree seeds; the shipped value is marked ``*``, 
 - ``TREE_PARAMS`` (trees' count, depth and learning rate, the rest kept): both modes, by the mean of their MAPEs.
 - ``MPS_WAIT_CROSS_SCALE`` (λ, chosen after the lock): both modes, on all three splits of the locked protocol
   (leave-arch, pairs -> triples, pairs and triples -> four-job sets), since it acts only in sets of three or more.
+- ``MPS_WAIT_CROSS_GATE`` (which launches meet the stretched kernels, ``baseline.CROSS_GATES``; chosen after the
+  lock): MPS, on all three splits of the locked protocol.
 - The time-slicing contention load (``baseline.load_kind``, chosen after the lock): ``symmetric`` (Σ busy_k · b_j)
   or ``queue`` (the closed queueing network of ``runtime.queueing``), on all three splits; least mean of the three.
 
 One constant varies at a time, the others at their shipped values.
 
-  python scripts/dev_constants.py [--data datasets/h100] [--only gate,eps,gamma,min_waves,trees,cross,load] [--seeds 3]
+  python scripts/dev_constants.py [--data datasets/h100] [--only gate,eps,gamma,min_waves,trees,cross,cross_gate,load] [--seeds 3]
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ GRIDS = {
     "trees": tuple({"n_estimators": n, "max_depth": d, "learning_rate": lr}
                    for n, d, lr in itertools.product((150, 300, 600), (3, 4, 6), (0.05, 0.1))),
     "cross": (0.0, 0.5, 1.0, 2.0),
+    "cross_gate": ("idle", "own_share", "launch"),
 }
 
 
@@ -139,6 +142,18 @@ def main() -> int:
                 print(f"  cross {mode:<9} {v!s:<5} " + "  ".join(f"{kind} {m:6.2f}%" for kind, m in zip(LOCKED_KINDS, scores))
                       + (" *" if v == shipped else ""), flush=True)
         baseline.MPS_WAIT_CROSS_SCALE = shipped
+
+    if "cross_gate" in only:
+        from colopred.research.protocol import LOCKED_KINDS
+
+        print("MPS_WAIT_CROSS_GATE (development MAPE per split, MPS: leave-arch, pairs -> triples, -> four-job sets)")
+        shipped = baseline.MPS_WAIT_CROSS_GATE
+        for v in GRIDS["cross_gate"]:
+            baseline.MPS_WAIT_CROSS_GATE = v
+            scores = [dev_mape("mps", kind=kind) for kind in LOCKED_KINDS]
+            print(f"  cross_gate {v:<10} " + "  ".join(f"{kind} {m:6.2f}%" for kind, m in zip(LOCKED_KINDS, scores))
+                  + f"  mean {np.mean(scores):6.2f}%" + (" *" if v == shipped else ""), flush=True)
+        baseline.MPS_WAIT_CROSS_GATE = shipped
 
     if "load" in only:
         from colopred.research.protocol import LOCKED_KINDS

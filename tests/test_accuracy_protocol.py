@@ -555,10 +555,12 @@ def test_dev_size_exponent_recomputes_each_exponents_coverage_exactly(timeslice)
 
 
 @pytest.mark.parametrize("source", ["ncu", "nvml"])
-def test_models_of_each_profile_source_widen_beyond_the_trained_size_by_their_own_exponents(source):
+def test_models_of_each_profile_source_widen_beyond_the_trained_size_by_their_own_exponents(source, monkeypatch):
     """evaluation.new_model (what train, evaluate and the studies fit) takes the growth and its exponents of its
-    profile source and mode, and an explicit interval_scale or size_exponents wins."""
+    profile source and mode (the shipped ones, and exponents that differ by source), and an explicit interval_scale
+    or size_exponents wins."""
     from colopred.constants import INTERVAL_SCALE_OF_SOURCE, INTERVAL_SIZE_EXPONENTS
+    from colopred.research import evaluation
     from colopred.research.evaluation import new_model
 
     for mode in ("timeslice", "mps"):
@@ -570,4 +572,10 @@ def test_models_of_each_profile_source_widen_beyond_the_trained_size_by_their_ow
         m = new_model(mode, source, size_exponents={"saturating": 2.0, "host_bound": 3.0}, interval_scale="none")
         m._resolve()
         assert m.size_exponents_ == (2.0, 3.0) and m.interval_scale_ == "none"
-    assert INTERVAL_SIZE_EXPONENTS["ncu"] != INTERVAL_SIZE_EXPONENTS["nvml"]
+    own = {src: {mode: {"saturating": 0.25 * i, "host_bound": 0.5 + 0.25 * i} for mode in ("timeslice", "mps")}
+           for i, src in enumerate(("ncu", "nvml"))}
+    monkeypatch.setattr(evaluation, "INTERVAL_SIZE_EXPONENTS", own)
+    for mode in ("timeslice", "mps"):
+        m = new_model(mode, source)
+        m._resolve()
+        assert m.size_exponents_ == (own[source][mode]["saturating"], own[source][mode]["host_bound"])

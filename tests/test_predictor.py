@@ -331,10 +331,11 @@ def test_mps_share_load_splits_each_pair_by_who_holds_the_sms_longer(profiles):
         contention_load(X, "fair")
 
 
-def test_the_mps_wait_stretches_beside_several_co_runners_for_an_idle_target_only(profiles):
+def test_the_mps_wait_stretches_beside_several_co_runners_where_the_target_does_not_hold_the_sms(profiles):
     """baseline.wait_load: in a pair, K_j/t_j · u_k · b_j^g; beside two co-runners each co-runner's wait u_k is
-    stretched by 1 + λ(1 − b_j)·b_m (m the other co-runner), so a host-bound target waits more than the sum of its
-    pair waits and a target of busy 1 exactly that sum."""
+    stretched by 1 + λ(1 − b_j·φ_j)·b_m (m the other co-runner, φ_j the target's per-launch SM fill), so a host-bound
+    target, or a busy one of small grids, waits more than the sum of its pair waits, and a target of busy 1 whose
+    grids fill the GPU exactly that sum."""
     from colopred.constants import MPS_WAIT_CROSS_SCALE, WAIT_BUSY_GATE_EXPONENT
     from colopred.runtime.baseline import wait_load
 
@@ -351,10 +352,13 @@ def test_the_mps_wait_stretches_beside_several_co_runners_for_an_idle_target_onl
     scale = (host.kernels_per_iteration / (host.stream_overlap or 1.0)) / (1e3 * host.iteration_ms) * bu(host) ** WAIT_BUSY_GATE_EXPONENT
     ua, ub = bu(a) * a.mps_wait_us, bu(b) * b.mps_wait_us
     assert w([host, a], host) == pytest.approx(scale * ua, rel=1e-9)
-    stretch = MPS_WAIT_CROSS_SCALE * (1 - bu(host))
+    stretch = MPS_WAIT_CROSS_SCALE * (1 - bu(host) * host.launch_fill_pct / 100)
     assert w([host, a, b], host) == pytest.approx(scale * (ua * (1 + stretch * bu(b)) + ub * (1 + stretch * bu(a))), rel=1e-9)
     assert w([host, a, b], host) > w([host, a], host) + w([host, b], host)
-    busy = profiles["vgg16-b32-fp32"].with_(busy_fraction=1.0)
+    small = profiles["lstm_lm-b64-fp32"]  # busy, but its recurrent GEMMs fill about a third of the SMs
+    assert small.busy_fraction >= 1 and small.launch_fill_pct < 40
+    assert w([small, a, b], small) > 1.2 * (w([small, a], small) + w([small, b], small))
+    busy = profiles["vgg16-b32-fp32"].with_(busy_fraction=1.0, launch_fill_pct=100.0)
     assert w([busy, a, b], busy) == pytest.approx(w([busy, a], busy) + w([busy, b], busy), rel=1e-12)
 
 
@@ -377,7 +381,7 @@ def test_an_ncu_profile_without_mps_wait_warns_under_mps_only(profiles):
 
 
 def test_wait_load_is_launches_times_co_runners_mps_wait(profiles):
-    """W_j = K_j / o_j / t_j · Σ_{k≠j} u_k·(1 + λ(1 − b_j)Σ_{m∉{j,k}} b_m) · b_j^g, u = b·w, b = min(1, busy) (t_j in µs,
+    """W_j = K_j / o_j / t_j · Σ_{k≠j} u_k·(1 + λ(1 − b_j·φ_j)Σ_{m∉{j,k}} b_m) · b_j^g, u = b·w, b = min(1, busy) (t_j in µs,
     o_j the stream overlap, g the gate exponent, λ the stretch by the set's other co-runners); the
     baseline's terms are L, W·φ_j and W·(1 − φ_j) (φ_j the per-launch SM fill), their coefficients
     the non-negative least-squares fit."""
@@ -396,9 +400,9 @@ def test_wait_load_is_launches_times_co_runners_mps_wait(profiles):
     for j in jobs:
         others = [k for k in jobs if k is not j]
         launches = j.kernels_per_iteration / (j.stream_overlap or 1.0)
-        idle = 1 - min(1, j.busy_fraction)
+        unheld = 1 - min(1, j.busy_fraction) * j.launch_fill_pct / 100
         stretched = sum(min(1, k.busy_fraction) * k.mps_wait_us
-                        * (1 + MPS_WAIT_CROSS_SCALE * idle * sum(min(1, m.busy_fraction) for m in others if m is not k))
+                        * (1 + MPS_WAIT_CROSS_SCALE * unheld * sum(min(1, m.busy_fraction) for m in others if m is not k))
                         for k in others)
         expect = launches / (1e3 * j.iteration_ms) * stretched * min(1, j.busy_fraction) ** WAIT_BUSY_GATE_EXPONENT
         assert W[j.name] == pytest.approx(expect, rel=1e-9)

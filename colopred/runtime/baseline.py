@@ -15,7 +15,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..constants import MAX_BASELINE_COEF, MPS_WAIT_CROSS_SCALE, WAIT_BUSY_GATE_EXPONENT
+from ..constants import MAX_BASELINE_COEF, MPS_WAIT_CROSS_GATE, MPS_WAIT_CROSS_SCALE, WAIT_BUSY_GATE_EXPONENT
 from .features import FEATURES
 
 # The baseline's terms, each with its own non-negative coefficient.
@@ -66,19 +66,34 @@ def contention_load(X: Rows, kind: str = "symmetric") -> np.ndarray:
     return _col(X, "co_sum_busy") * np.minimum(1.0, _col(X, "t_busy"))
 
 
+CROSS_GATES = {
+    "idle": lambda busy, fill: 1.0 - busy,
+    "own_share": lambda busy, fill: 1.0 - busy * fill,
+    "launch": lambda busy, fill: np.maximum(1.0 - busy, 1.0 - fill),
+}
+"""Share of a target's launches that meet the co-runners' stretched kernels (:func:`wait_load`), from its busy fraction
+b_j and per-launch SM fill φ_j: only those issued from its idle time (``idle``, 1 − b_j); wherever its own kernels do
+not hold the SMs (``own_share``, 1 − b_j·φ_j); the larger of its idle share and its grids' unfilled share
+(``launch``). ``constants.MPS_WAIT_CROSS_GATE`` names the one the model uses."""
+
+
 def wait_load(X: Rows) -> np.ndarray:
     """W of each row: the share of the target's solo iteration its kernels would spend waiting behind co-runners'
     kernels under MPS, one wait per serial launch, less what its own idle time absorbs:
-    K_j / t_j · Σ_{k≠j} u_k · (1 + λ·(1 − b_j)·Σ_{m∉{j,k}} b_m) · b_j^g, with b = min(1, busy), u_k = b_k · w_k,
+    K_j / t_j · Σ_{k≠j} u_k · (1 + λ·(1 − b_j·φ_j)·Σ_{m∉{j,k}} b_m) · b_j^g, with b = min(1, busy), u_k = b_k · w_k,
     K_j serial launches per iteration (kernels / JobProfile.stream_overlap), t_j the solo iteration time in µs,
-    w_k = JobProfile.mps_wait_us, g = ``constants.WAIT_BUSY_GATE_EXPONENT`` and λ = ``constants.MPS_WAIT_CROSS_SCALE``:
-    beside several co-runners each one's kernels in flight are stretched by the others (processor sharing, 1 + Σ b_m),
-    which a target catching them as it comes back from its idle time (share 1 − b_j) waits out
-    (``features`` column ``mps_wait_cross_us``; nothing in a pair). NaN where a profile lacks kernel data (GPM)."""
+    w_k = JobProfile.mps_wait_us, φ_j = JobProfile.launch_fill_pct / 100 (1 where missing),
+    g = ``constants.WAIT_BUSY_GATE_EXPONENT`` and λ = ``constants.MPS_WAIT_CROSS_SCALE``: beside several co-runners
+    each one's kernels in flight are stretched by the others (processor sharing, 1 + Σ b_m), and the target waits them
+    out wherever its own kernels do not hold the SMs (share 1 − b_j·φ_j: coming back from its idle time, or launching
+    a grid that fills part of the GPU beside them; ``constants.MPS_WAIT_CROSS_GATE``) (``features`` column
+    ``mps_wait_cross_us``; nothing in a pair).
+    NaN where a profile lacks kernel data (GPM)."""
     kernels = np.expm1(_col(X, "t_log_kernels"))
     iter_us = 1e3 * np.exp(_col(X, "t_log_iter_ms"))
     busy = np.clip(_col(X, "t_busy"), 0.0, 1.0)
-    waits = _col(X, "co_sum_busy_mps_wait_us") + MPS_WAIT_CROSS_SCALE * (1.0 - busy) * _col(X, "mps_wait_cross_us")
+    gate = CROSS_GATES[MPS_WAIT_CROSS_GATE](busy, np.nan_to_num(_col(X, "t_launch_fill"), nan=1.0))
+    waits = _col(X, "co_sum_busy_mps_wait_us") + MPS_WAIT_CROSS_SCALE * gate * _col(X, "mps_wait_cross_us")
     return kernels / iter_us * waits * busy ** WAIT_BUSY_GATE_EXPONENT
 
 
