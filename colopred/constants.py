@@ -91,7 +91,9 @@ MPS_WAIT_CROSS_GATE = "own_share"
 (``baseline.CROSS_GATES``): ``own_share``, weight 1 − b_j·φ_j (b_j its busy fraction, φ_j its per-launch SM fill),
 the share of its time its own kernels do not hold the SMs. Chosen after the lock on the development rows
 (``scripts/dev_constants.py --only cross_gate``, 3 tree seeds, MPS; leave-arch / pairs → triples / → four-job sets):
-FIGURES. It replaced ``idle`` (1 − b_j), which left out saturating jobs of small grids: cuDNN's LSTM, whose
+``idle`` 7.37 / 7.95 / 6.01%, ``own_share`` 6.99 / 7.43 / 5.42%, ``launch`` 7.16 / 7.46 / 5.21% (means 7.11, 6.61,
+6.61; the seeds' spread is 0.19): ``own_share``, the better on leave-arch, the issue's headline split. λ
+(``MPS_WAIT_CROSS_SCALE``) was kept at 1, not re-chosen with it. It replaced ``idle`` (1 − b_j), which left out saturating jobs of small grids: cuDNN's LSTM, whose
 recurrent GEMMs fill a third of the SMs, was under-predicted by 17% in triples and 32% in four-job sets
 (leave-arch, all architectures). Time-slicing is unchanged (its wait coefficients fit to 0)."""
 
