@@ -93,9 +93,9 @@ the share of its time its own kernels do not hold the SMs. Chosen after the lock
 (``scripts/dev_constants.py --only cross_gate``, 3 tree seeds, MPS; leave-arch / pairs → triples / → four-job sets):
 ``idle`` 7.37 / 7.95 / 6.01%, ``own_share`` 6.99 / 7.43 / 5.42%, ``launch`` 7.16 / 7.46 / 5.21% (means 7.11, 6.61,
 6.61; the seeds' spread is 0.19): ``own_share``, the better on leave-arch, the issue's headline split. λ
-(``MPS_WAIT_CROSS_SCALE``) was kept at 1, not re-chosen with it. It replaced ``idle`` (1 − b_j), which left out saturating jobs of small grids: cuDNN's LSTM, whose
-recurrent GEMMs fill a third of the SMs, was under-predicted by 17% in triples and 32% in four-job sets
-(leave-arch, all architectures). Time-slicing is unchanged (its wait coefficients fit to 0)."""
+(``MPS_WAIT_CROSS_SCALE``) was kept at 1, not re-chosen with it. It replaced ``idle`` (1 − b_j), which left out
+saturating jobs of small grids: cuDNN's LSTM, whose recurrent GEMMs fill a third of the SMs, was under-predicted by
+17% in triples and 32% in four-job sets (leave-arch, all architectures). Time-slicing is unchanged (its wait coefficients fit to 0)."""
 
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
                "colsample_bytree": 0.8, "min_child_weight": 2, "n_jobs": 1, "random_state": 0}
