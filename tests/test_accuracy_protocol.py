@@ -579,3 +579,17 @@ def test_models_of_each_profile_source_widen_beyond_the_trained_size_by_their_ow
         m = new_model(mode, source)
         m._resolve()
         assert m.size_exponents_ == (own[source][mode]["saturating"], own[source][mode]["host_bound"])
+
+
+def test_the_reports_interval_sentence_follows_each_sources_growth_and_scale(monkeypatch):
+    """report.interval_scaling_text names the growth formula and the non-zero exponents a and c of each profile
+    source's models, and says 'not widened' when every a is 0 (the report's model paragraph is built from it)."""
+    from colopred.research import report
+
+    zero = {m: {"saturating": 0.0, "host_bound": 0.0} for m in ("timeslice", "mps")}
+    monkeypatch.setattr(report, "INTERVAL_SIZE_EXPONENTS", {"ncu": zero, "nvml": {**zero, "mps": {"saturating": 0.0, "host_bound": 0.25}}})
+    monkeypatch.setattr(report, "INTERVAL_SLOWDOWN_EXPONENTS", {"ncu": {**zero, "timeslice": {"saturating": 0.0, "host_bound": -1.0}}, "nvml": zero})
+    monkeypatch.setattr(report, "INTERVAL_SCALE_OF_SOURCE", {"ncu": "beyond_size", "nvml": "beyond_load"})
+    ncu, nvml = report.interval_scaling_text("ncu"), report.interval_scaling_text("nvml")
+    assert "not widened" in ncu and "c = -1 (timeslice host-bound)" in ncu and "a =" not in ncu
+    assert "max(1, B/(m − 1))^a" in nvml and "a = 0.25 (mps host-bound)" in nvml and "p̂^c" not in nvml

@@ -7,7 +7,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..constants import HOST_BOUND_BUSY, INTERVAL_CLASSES, SHARE_EPS_US, TREE_TARGET_OFFSET, WAIT_BUSY_GATE_EXPONENT
+from ..constants import (
+    HOST_BOUND_BUSY,
+    INTERVAL_CLASSES,
+    INTERVAL_SCALE_OF_SOURCE,
+    INTERVAL_SIZE_EXPONENTS,
+    INTERVAL_SLOWDOWN_EXPONENTS,
+    SHARE_EPS_US,
+    TREE_TARGET_OFFSET,
+    WAIT_BUSY_GATE_EXPONENT,
+)
 from ..io import atomic_file, write_csv_atomic, write_text_atomic
 from .dataset import Dataset
 
@@ -54,6 +63,26 @@ def relabel_note(ds: Dataset) -> str:
     return (f" Time-slicing labels of the {r['set'].nunique()} sets re-measured under `relabel/` are the mean of their "
             f"windows in one run ({len(r)} rows, {r['windows'].mean():.1f} windows each on average), replacing their campaigns' "
             "windows; a relabelled row counts as one measurement of its set wherever repeats are compared (noise floors).")
+
+
+_GROWTH_FORMULA = {"beyond_size": "((n − 1)/(m − 1))^a", "beyond_load": "max(1, B/(m − 1))^a (B the co-runners' summed busy fraction)"}
+
+
+def _per_class(values: dict[str, dict[str, float]], symbol: str) -> str:
+    """``symbol`` = value of each mode and class that is not 0, e.g. "a = 0.5 (timeslice host-bound)"."""
+    return ", ".join(f"{symbol} = {v:g} ({mode} {cls.replace('_', '-')})"
+                     for mode, by_class in values.items() for cls, v in by_class.items() if v)
+
+
+def interval_scaling_text(source: str) -> str:
+    """How the interval's half-width varies from row to row for a profile source's models, from the constants
+    ``evaluation.new_model`` gives them (``INTERVAL_SCALE_OF_SOURCE``, ``INTERVAL_SIZE_EXPONENTS``,
+    ``INTERVAL_SLOWDOWN_EXPONENTS``)."""
+    grow = _per_class(INTERVAL_SIZE_EXPONENTS.get(source, {}), "a")
+    scale = _per_class(INTERVAL_SLOWDOWN_EXPONENTS.get(source, {}), "c")
+    text = (f", widened for a set of n jobs larger than any (m) in training by {_GROWTH_FORMULA[INTERVAL_SCALE_OF_SOURCE[source]]}: {grow}"
+            if grow and source in INTERVAL_SCALE_OF_SOURCE else ", not widened for sets larger than any in training")
+    return text + (f"; each row's width scaled by p̂^c, p̂ its predicted slowdown: {scale}" if scale else "")
 
 
 def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFrame, models: dict,
@@ -124,8 +153,7 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         "whose test sets are of seen architectures)" + (
             f", one width for host-bound target jobs (busy < {HOST_BOUND_BUSY:g}) and one for the rest"
             if INTERVAL_CLASSES == "host_bound" else "") +
-        ", widened by ((n − 1)/(m − 1))^0.5 for a set of n jobs larger than any (m) "
-        "in training (`docs/model.md`, \"Intervals\").",
+        interval_scaling_text(ds.profile_source) + " (`docs/model.md`, \"Intervals\").",
         "",
         *([] if ds.profile_source == "ncu" else [
             "**Profiles: NVML GPM** (`profiles/nvml`, `colopred profile nvml`): the same measured sets and slowdowns, each "
