@@ -10,9 +10,10 @@ their slowdown in a triple exceeds the sum of their pair excesses, the more so t
 here multiplies co-runner k's wait u_k by a factor q_k ≥ 1 that a physical argument fixes, then everything else is the
 shipped design (terms W·φ_j and W·(1 − φ_j) beside L, coefficients by NNLS, the shipped trees on log(s / s_base)):
 
-- ``shipped``: q_k = 1 + λ · (1 − busy_j) · Σ_{l≠j,k} busy_l (λ = ``MPS_WAIT_CROSS_SCALE``: ``stretch`` without the fill,
-  weighted as ``mg1_idle``; shipped since 2026-11-25). It was q_k = 1 when the figures of ``reports/h100/mps_queueing``
-  were measured, and every variant below was compared with that.
+- ``shipped``: q_k = 1 + λ · G_j · Σ_{l≠j,k} busy_l (λ = ``MPS_WAIT_CROSS_SCALE``: ``stretch`` without the fill;
+  G_j the gate ``baseline.CROSS_GATES[MPS_WAIT_CROSS_GATE]``, 1 − busy_j·φ_j with φ_j the target's per-launch SM fill,
+  since 2026-11-26; it was 1 − busy_j, weighted as ``mg1_idle``, from 2026-11-25). It was q_k = 1 when the figures
+  of ``reports/h100/mps_queueing`` were measured, and every variant below was compared with that.
 - ``mg1_fill``: q_k = 1 + ρ, ρ = Σ_{k'≠j} busy_k' · fill_k' (the co-runners' GPU demand, whole GPUs; fill = SM fill).
   The M/G/1 (Pollaczek-Khinchine) wait is ρ · residual / (1 − ρ); W is its numerator, and 1 + ρ is the factor's
   first order, the only one that stays finite past saturation (ρ ≥ 1 in most triples). No constant.
@@ -68,13 +69,13 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from colopred.constants import MPS_WAIT_CROSS_SCALE, TREE_PARAMS, WAIT_BUSY_GATE_EXPONENT  # noqa: E402
+from colopred.constants import MPS_WAIT_CROSS_GATE, MPS_WAIT_CROSS_SCALE, TREE_PARAMS, WAIT_BUSY_GATE_EXPONENT  # noqa: E402
 from colopred.research.dataset import load_dataset  # noqa: E402
 from colopred.research.evaluation import splits  # noqa: E402
 from colopred.research.noise import HOST_BOUND_BUSY  # noqa: E402
 from colopred.research.protocol import LOCKED_KINDS, is_locked, locked_architectures  # noqa: E402
 from colopred.research.report import md_table  # noqa: E402
-from colopred.runtime.baseline import BASELINE_TERMS, baseline_slowdown, baseline_terms, fit_coefs  # noqa: E402
+from colopred.runtime.baseline import BASELINE_TERMS, CROSS_GATES, baseline_slowdown, baseline_terms, fit_coefs  # noqa: E402
 from colopred.runtime.features import FEATURES, MONOTONE_INCREASING, model_features  # noqa: E402
 
 MODE = "mps"
@@ -130,19 +131,21 @@ def mva_closed(demand_share: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def wait_factors(variant: str, co: np.ndarray, own_busy: np.ndarray, own_fill_pct: np.ndarray, power: float = 1.0,
-                 mva: np.ndarray | None = None) -> np.ndarray:
+                 mva: np.ndarray | None = None, own_launch_fill: np.ndarray | None = None) -> np.ndarray:
     """q_k of each row's co-runners (rows x co-runner slots; NaN in empty slots) of ``variant`` (module doc). ``co``:
-    :func:`co_runner_values` (columns ``CO_COLS``); ``mva``: per slot, the MVA factor (``variant == "mva"``)."""
+    :func:`co_runner_values` (columns ``CO_COLS``); ``mva``: per slot, the MVA factor (``variant == "mva"``);
+    ``own_launch_fill``: the target's per-launch SM fill (feature ``t_launch_fill``, a fraction; 1 where missing)."""
     busy, fill = co[..., 0], co[..., 1]
     f = demand(busy, fill)
     present = ~np.isnan(busy)
     f0 = np.where(present, f, 0.0)
     rho = f0.sum(axis=1, keepdims=True)
     one = np.where(present, 1.0, np.nan)
-    if variant == "shipped":  # baseline.wait_load: each co-runner's wait stretched by the others, for an idle target
+    if variant == "shipped":  # baseline.wait_load: each co-runner's wait stretched by the others, gated
         b0 = np.where(present, np.clip(busy, 0.0, 1.0), 0.0)
-        idle = (1.0 - np.clip(own_busy, 0.0, 1.0))[:, None]
-        return one * (1.0 + MPS_WAIT_CROSS_SCALE * idle * (b0.sum(axis=1, keepdims=True) - b0))
+        phi = np.ones_like(own_busy) if own_launch_fill is None else np.nan_to_num(own_launch_fill, nan=1.0)
+        gate = CROSS_GATES[MPS_WAIT_CROSS_GATE](np.clip(own_busy, 0.0, 1.0), phi)[:, None]
+        return one * (1.0 + MPS_WAIT_CROSS_SCALE * gate * (b0.sum(axis=1, keepdims=True) - b0))
     if variant in GATED:
         return one
     if variant == "mg1_fill":
@@ -285,7 +288,8 @@ def main() -> int:
     own_busy, own_fill = df["t_busy"].to_numpy(float), df["t_sm_fill"].to_numpy(float)
 
     def terms(variant: str, power: float = 1.0) -> np.ndarray:
-        return variant_terms(df, wait_factors(variant, co, own_busy, own_fill, power, mva), co, variant)
+        return variant_terms(df, wait_factors(variant, co, own_busy, own_fill, power, mva,
+                                              own_launch_fill=df["t_launch_fill"].to_numpy(float)), co, variant)
 
     dev_idx = np.flatnonzero(~lk)
     dev = df.iloc[dev_idx].reset_index(drop=True)

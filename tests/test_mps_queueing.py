@@ -36,7 +36,8 @@ def test_co_runner_values_are_the_other_members_rows(mps):
 
 def test_shipped_factors_give_the_shipped_baseline_terms(mps):
     df, co = mps
-    q = study.wait_factors("shipped", co, df["t_busy"].to_numpy(), df["t_sm_fill"].to_numpy())
+    q = study.wait_factors("shipped", co, df["t_busy"].to_numpy(), df["t_sm_fill"].to_numpy(),
+                           own_launch_fill=df["t_launch_fill"].to_numpy())
     assert np.array_equal(np.isnan(q), np.isnan(co[..., 0]))
     got = study.variant_terms(df, q, co)
     assert np.allclose(got, baseline_terms(df[list(FEATURES)].to_numpy(), "mps_share"), rtol=1e-12, atol=0)
