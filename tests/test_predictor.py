@@ -362,6 +362,39 @@ def test_the_mps_wait_stretches_beside_several_co_runners_where_the_target_does_
     assert w([busy, a, b], busy) == pytest.approx(w([busy, a], busy) + w([busy, b], busy), rel=1e-12)
 
 
+def test_the_wait_gate_travels_in_the_manifest_and_a_manifest_without_it_reads_as_idle(dataset, tmp_path):
+    """SlowdownModel(wait_gate=...) builds the MPS wait's stretch with that gate of baseline.CROSS_GATES (default
+    constants.MPS_WAIT_CROSS_GATE); the manifest records it as mps_wait_cross_gate and the loaded model predicts the
+    same; a manifest written before the field reads as 'idle', the only gate then, and predicts otherwise where the
+    gates differ (a busy target of small grids beside two co-runners); an unknown gate is refused."""
+    from colopred.constants import MPS_WAIT_CROSS_GATE
+    from colopred.runtime.baseline import CROSS_GATES, baseline_terms
+    from colopred.runtime.manifest import load_model, save_model
+
+    rows = dataset.for_mode("mps")
+    train = rows[rows["window_id"].isin(rows["window_id"].unique()[::4])]
+    m = SlowdownModel(mode="mps", calibrate=False).fit(train[list(FEATURES)], train["slowdown"])
+    assert m.wait_gate_ == MPS_WAIT_CROSS_GATE and set(CROSS_GATES) == {"idle", "own_share", "launch"}
+    small = rows[(rows["job"] == "lstm_lm-b64-fp32") & (rows["n_jobs"] >= 3)][list(FEATURES)].to_numpy()
+    assert len(small) and (baseline_terms(small, "mps_share", "own_share")[:, 1:].sum(axis=1)
+                           > baseline_terms(small, "mps_share", "idle")[:, 1:].sum(axis=1)).all()
+    path = tmp_path / "m-mps.json"
+    save_model(path, m, "mps", max_set_size=4)
+    man = json.loads(path.read_text())
+    assert man["mps_wait_cross_gate"] == MPS_WAIT_CROSS_GATE
+    loaded, _ = load_model(path)
+    assert loaded.wait_gate_ == MPS_WAIT_CROSS_GATE and np.array_equal(loaded.predict(small), m.predict(small))
+    del man["mps_wait_cross_gate"]
+    path.write_text(json.dumps(man))
+    old, _ = load_model(path)
+    assert old.wait_gate_ == "idle" and not np.allclose(old.predict(small), m.predict(small))
+    path.write_text(json.dumps({**man, "mps_wait_cross_gate": "always"}))
+    with pytest.raises(InputError, match="mps_wait_cross_gate"):
+        load_model(path)
+    with pytest.raises(ValueError, match="unknown wait gate"):
+        SlowdownModel(mode="mps", wait_gate="always").fit(train[list(FEATURES)], train["slowdown"])
+
+
 def test_an_ncu_profile_without_mps_wait_warns_under_mps_only(profiles):
     """An ncu profile made before mps_wait_us existed still predicts, with its wait counted as 0, but
     the MPS predictor says so, naming the profile; time-slicing does not use the wait and stays quiet."""

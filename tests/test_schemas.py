@@ -122,3 +122,15 @@ def test_pack_and_rank_output_validate(tmp_path, capsys):
                                "candidates": [{"profile": str(PROFILES / f"{n}.json")} for n in NAMES[1:]], "k": 3}))
     assert main(["rank", str(req), "--json"]) == 0
     both_accept(json.loads(capsys.readouterr().out), "partners")
+
+
+def test_the_manifest_schemas_enums_are_the_codes_own_choices():
+    """A manifest names its contention load, interval growth and MPS wait gate from sets the code defines; the schema
+    that checks manifests lists exactly those, so a model of any valid choice loads and no other does."""
+    from colopred.runtime.baseline import CROSS_GATES, LOAD_KINDS
+    from colopred.runtime.estimator import INTERVAL_SCALES
+
+    props = json.loads((ROOT / "colopred" / "schemas" / "model_manifest.schema.json").read_text())["properties"]
+    assert set(props["contention_load"]["enum"]) == set(LOAD_KINDS)
+    assert set(props["interval_scale"]["enum"]) == set(INTERVAL_SCALES)
+    assert set(props["mps_wait_cross_gate"]["enum"]) == set(CROSS_GATES)

@@ -77,7 +77,7 @@ not hold the SMs (``own_share``, 1 − b_j·φ_j); the larger of its idle share 
 (``launch``). ``constants.MPS_WAIT_CROSS_GATE`` names the one the model uses."""
 
 
-def wait_load(X: Rows, fill: np.ndarray | None = None) -> np.ndarray:
+def wait_load(X: Rows, fill: np.ndarray | None = None, gate: str | None = None) -> np.ndarray:
     """W of each row: the share of the target's solo iteration its kernels would spend waiting behind co-runners'
     kernels under MPS, one wait per serial launch, less what its own idle time absorbs:
     K_j / t_j · Σ_{k≠j} u_k · (1 + λ·(1 − b_j·φ_j)·Σ_{m∉{j,k}} b_m) · b_j^g, with b = min(1, busy), u_k = b_k · w_k,
@@ -88,26 +88,28 @@ def wait_load(X: Rows, fill: np.ndarray | None = None) -> np.ndarray:
     out wherever its own kernels do not hold the SMs (share 1 − b_j·φ_j: coming back from its idle time, or launching
     a grid that fills part of the GPU beside them; ``constants.MPS_WAIT_CROSS_GATE``) (``features`` column
     ``mps_wait_cross_us``; nothing in a pair).
-    NaN where a profile lacks kernel data (GPM). ``fill``: φ_j of each row with 1 where missing, if already at hand."""
+    NaN where a profile lacks kernel data (GPM). ``fill``: φ_j of each row with 1 where missing, if already at hand;
+    ``gate``: a :data:`CROSS_GATES` name (default ``constants.MPS_WAIT_CROSS_GATE``; a model uses its own,
+    ``SlowdownModel.wait_gate_``)."""
     kernels = np.expm1(_col(X, "t_log_kernels"))
     iter_us = 1e3 * np.exp(_col(X, "t_log_iter_ms"))
     busy = np.clip(_col(X, "t_busy"), 0.0, 1.0)
     if fill is None:
         fill = np.nan_to_num(_col(X, "t_launch_fill"), nan=1.0)
-    gate = CROSS_GATES[MPS_WAIT_CROSS_GATE](busy, fill)
-    waits = _col(X, "co_sum_busy_mps_wait_us") + MPS_WAIT_CROSS_SCALE * gate * _col(X, "mps_wait_cross_us")
+    unheld = CROSS_GATES[gate or MPS_WAIT_CROSS_GATE](busy, fill)
+    waits = _col(X, "co_sum_busy_mps_wait_us") + MPS_WAIT_CROSS_SCALE * unheld * _col(X, "mps_wait_cross_us")
     return kernels / iter_us * waits * busy ** WAIT_BUSY_GATE_EXPONENT
 
 
-def baseline_terms(X: Rows, kind: str = "symmetric") -> np.ndarray:
+def baseline_terms(X: Rows, kind: str = "symmetric", gate: str | None = None) -> np.ndarray:
     """The terms of each row (columns BASELINE_TERMS): L (:func:`contention_load` of ``kind``) and W
     (:func:`wait_load`) split by the target's per-launch SM fill φ_j = JobProfile.launch_fill_pct / 100 into
     W·φ_j and W·(1 − φ_j): a launch that asks for a fraction of the GPU's block slots starts once that fraction
-    of the co-runners' blocks has retired. A missing W counts as 0, a missing φ as 1."""
+    of the co-runners' blocks has retired. A missing W counts as 0, a missing φ as 1. ``gate``: W's (:func:`wait_load`)."""
     if not isinstance(X, Mapping):
         X = np.asarray(X, dtype=np.float64)
     phi = np.nan_to_num(_col(X, "t_launch_fill"), nan=1.0)
-    wait = np.nan_to_num(wait_load(X, phi))
+    wait = np.nan_to_num(wait_load(X, phi, gate))
     return np.column_stack([contention_load(X, kind), wait * phi, wait * (1.0 - phi)])
 
 

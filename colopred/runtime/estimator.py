@@ -38,6 +38,7 @@ from ..constants import (
     SLOWDOWN_FLOOR,
     TREE_TARGET_OFFSET_CLASSES,
 )
+from . import baseline
 from .baseline import (
     LOAD_KINDS,
     baseline_slowdown,
@@ -186,6 +187,9 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         The FEATURES columns the trees see (default ``model_features(mode)``).
     load : str, optional
         The baseline's contention load kind (default ``baseline.load_kind(mode)``).
+    wait_gate : str, optional
+        Which of the target's launches meet the co-runners' stretched kernels in the MPS wait
+        (``baseline.CROSS_GATES``; default ``constants.MPS_WAIT_CROSS_GATE``).
     interval : bool
         Also fit the interval model.
     calibrate : bool
@@ -217,7 +221,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
     Fitted attributes: ``baseline_coefs_``, ``point_``, ``interval_`` (None without ``interval``),
     ``conformal_log_width_`` (over all calibration rows), ``conformal_class_log_widths_`` (one per class of
     ``interval_classes``, :data:`INTERVAL_CLASS_NAMES` order; empty under ``none``), ``max_set_size_`` (the largest set
-    in training), ``features_``, ``load_``, ``size_exponents_`` and ``slowdown_exponents_`` (both in
+    in training), ``features_``, ``load_``, ``wait_gate_``, ``size_exponents_`` and ``slowdown_exponents_`` (both in
     :data:`INTERVAL_CLASS_NAMES` order).
     """
 
@@ -226,7 +230,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
                  calibrate: bool = True, interval_scale: str | None = None, quantile_floor: bool | None = None,
                  conformal_folds: int | None = None, interval_classes: str | None = None, offset: float | None = None,
                  offset_classes: str | None = None, size_exponents: Mapping[str, float] | None = None,
-                 slowdown_exponents: Mapping[str, float] | None = None):
+                 slowdown_exponents: Mapping[str, float] | None = None, wait_gate: str | None = None):
         self.mode = mode
         self.params = params
         self.monotone = monotone
@@ -242,10 +246,12 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self.offset_classes = offset_classes
         self.size_exponents = size_exponents
         self.slowdown_exponents = slowdown_exponents
+        self.wait_gate = wait_gate
 
     # ----------------------------------------------------------------- settings
     def _resolve(self) -> None:
-        """Set ``features_``, ``load_`` and the column indices from the constructor's parameters."""
+        """Set ``features_``, ``load_``, ``wait_gate_`` and the column indices from the constructor's parameters (the
+        default gate is read from ``baseline`` when the model is fitted)."""
         self.features_ = tuple(self.features) if self.features is not None else model_features(self.mode)
         unknown = [f for f in self.features_ if f not in FEATURES]
         if unknown:
@@ -253,6 +259,9 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self.load_ = self.load if self.load is not None else load_kind(self.mode)
         if self.load_ not in LOAD_KINDS:
             raise ValueError(f"unknown contention load {self.load_!r} (one of {', '.join(LOAD_KINDS)})")
+        self.wait_gate_ = self.wait_gate if self.wait_gate is not None else baseline.MPS_WAIT_CROSS_GATE
+        if self.wait_gate_ not in baseline.CROSS_GATES:
+            raise ValueError(f"unknown wait gate {self.wait_gate_!r} (one of {', '.join(baseline.CROSS_GATES)})")
         self._cols = np.array([FEATURES.index(f) for f in self.features_])
         self.interval_scale_ = self.interval_scale if self.interval_scale is not None else INTERVAL_SCALE
         if self.interval_scale_ not in INTERVAL_SCALES:
@@ -332,7 +341,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
             raise ValueError(f"{len(X)} feature rows but {len(s)} slowdowns")
         if not np.all(np.isfinite(s) & (s > 0)):
             raise ValueError("slowdowns must be finite and positive")
-        terms = baseline_terms(X, self.load_)
+        terms = baseline_terms(X, self.load_, self.wait_gate_)
         Xm = X[:, self._cols]
         self.max_set_size_ = int(X[:, _N_JOBS].max())
         c = self._offsets(X[:, _T_BUSY])
@@ -379,7 +388,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
     def baseline(self, X) -> np.ndarray:
         """The contention baseline s_base of each row."""
         self._check_fitted()
-        return baseline_slowdown(self.baseline_coefs_, baseline_terms(_rows(X), self.load_))
+        return baseline_slowdown(self.baseline_coefs_, baseline_terms(_rows(X), self.load_, self.wait_gate_))
 
     def _tree_rows(self, X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """The trees' columns as contiguous float32: XGBoost compares features in float32 anyway, so the
@@ -427,11 +436,13 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         ``n_jobs``."""
         if n_jobs <= 1:
             return np.ones(len(X32))
-        return self._point(X32, baseline_slowdown(self.baseline_coefs_, baseline_terms(columns, self.load_)), columns["t_busy"])
+        base = baseline_slowdown(self.baseline_coefs_, baseline_terms(columns, self.load_, self.wait_gate_))
+        return self._point(X32, base, columns["t_busy"])
 
     def _predict_rows(self, X: np.ndarray, tree_out: np.ndarray | None = None) -> np.ndarray:
         """:meth:`predict` of checked float64 FEATURES rows; ``tree_out`` a float32 buffer for the trees' rows."""
-        p = self._point(self._tree_rows(X, tree_out), baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_)), X[:, _T_BUSY])
+        base = baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_, self.wait_gate_))
+        p = self._point(self._tree_rows(X, tree_out), base, X[:, _T_BUSY])
         return np.where(_alone(X), 1.0, p)
 
     def predict_interval(self, X) -> np.ndarray:
@@ -445,7 +456,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
             raise ValueError("this model was fitted without its interval model (interval=False)")
         X = _rows(X)
         Xm = self._tree_rows(X)
-        base = baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_))
+        base = baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_, self.wait_gate_))
         p = self._point(Xm, base, X[:, _T_BUSY])
         w = np.exp(self._log_width(X, p))
         iv = np.column_stack([p / w, p * w])

@@ -111,7 +111,7 @@ def save_model(path: str | os.PathLike, model: SlowdownModel, mode: str, /, **ex
                "monotone_increasing": list(MONOTONE_INCREASING), "params": model.tree_params_,
                "monotone": model.monotone,
                "baseline_coefs": {k: float(v) for k, v in zip(BASELINE_TERMS, model.baseline_coefs_)},
-               "contention_load": model.load_,
+               "contention_load": model.load_, "mps_wait_cross_gate": model.wait_gate_,
                "target": _target(model.offset_, model.offset_classes_),
                "tree_target_offset": model.offset_, "tree_target_offset_classes": model.offset_classes_,
                "interval_quantiles": list(INTERVAL_QUANTILES), "interval_coverage": INTERVAL_COVERAGE,
@@ -235,7 +235,8 @@ def load_model(path: str | os.PathLike) -> tuple[SlowdownModel, dict[str, Any]]:
                           interval_classes=man.get("interval_classes", "none"), offset=man.get("tree_target_offset", 1.0),
                           offset_classes=man.get("tree_target_offset_classes", "none"),
                           size_exponents=man.get("interval_size_exponents", dict.fromkeys(INTERVAL_CLASS_NAMES, INTERVAL_SIZE_EXPONENT)),
-                          slowdown_exponents=man.get("interval_slowdown_exponents", dict.fromkeys(INTERVAL_CLASS_NAMES, 0.0)))
+                          slowdown_exponents=man.get("interval_slowdown_exponents", dict.fromkeys(INTERVAL_CLASS_NAMES, 0.0)),
+                          wait_gate=man.get("mps_wait_cross_gate", "idle"))  # the only gate before the field
     model._resolve()
     model.conformal_log_width_ = float(man.get("conformal_log_width", 0.0))
     class_widths = man.get("conformal_class_log_widths") or {}
