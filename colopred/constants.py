@@ -78,13 +78,13 @@ architecture. Re-chosen on the development architectures of the locked split alo
 1/3 7.44%, 1/2 7.48%, 0.7 7.57%, 1 7.71%, 2 8.55% MPS MAPE (3 seeds): 1/3, the shipped value since (it was 1/2)."""
 
 MPS_WAIT_CROSS_SCALE = 1.0
-"""λ of the MPS wait load's stretch term, Σ_k u_k·(1 + λ·(1 − b_j·φ_j)·Σ_{m∉{j,k}} b_m) (``baseline.wait_load``): beside
-several co-runners each one's kernels in flight are stretched by the others (processor sharing: λ = 1), and a target
-meets them stretched where its own kernels do not hold the SMs (``MPS_WAIT_CROSS_GATE``). The term is 0 in a pair, so a model trained on pairs takes
-it from this constant, not from a fit. Chosen after the lock on the development rows (``scripts/dev_constants.py
---only cross``, 3 tree seeds, MPS; leave-arch / pairs → triples / → four-job sets): λ = 0 7.23 / 9.57 / 7.22%,
-0.5 7.08 / 8.02 / 5.80%, 1 7.09 / 7.14 / 5.72%, 2 7.10 / 8.18 / 7.64%. Time-slicing is unchanged (its wait
-coefficients fit to 0)."""
+"""λ of the MPS wait load's stretch term, Σ_k u_k·(1 + λ·(1 − b_j·φ_j)·Σ_{m∉{j,k}} b_m) (``baseline.wait_load``):
+beside several co-runners each one's kernels in flight are stretched by the others (processor sharing: λ = 1), and a
+target meets them stretched where its own kernels do not hold the SMs (``MPS_WAIT_CROSS_GATE``). The term is 0 in a
+pair, so a model trained on pairs takes it from this constant, not from a fit. Chosen after the lock on the
+development rows (``scripts/dev_constants.py --only cross``, 3 tree seeds, MPS; leave-arch / pairs → triples / →
+four-job sets): λ = 0 7.23 / 9.57 / 7.22%, 0.5 7.08 / 8.02 / 5.80%, 1 7.09 / 7.14 / 5.72%, 2 7.10 / 8.18 / 7.64%.
+Time-slicing is unchanged (its wait coefficients fit to 0)."""
 
 MPS_WAIT_CROSS_GATE = "own_share"
 """Which of a target's launches meet the co-runners' stretched kernels in the MPS wait's stretch term
@@ -95,7 +95,8 @@ the share of its time its own kernels do not hold the SMs. Chosen after the lock
 6.61; the seeds' spread is 0.19): ``own_share``, the better on leave-arch, the issue's headline split. λ
 (``MPS_WAIT_CROSS_SCALE``) was kept at 1, not re-chosen with it. It replaced ``idle`` (1 − b_j), which left out
 saturating jobs of small grids: cuDNN's LSTM, whose recurrent GEMMs fill a third of the SMs, was under-predicted by
-17% in triples and 32% in four-job sets (leave-arch, all architectures). Time-slicing is unchanged (its wait coefficients fit to 0)."""
+17% in triples and 32% in four-job sets (leave-arch, all architectures). Time-slicing is unchanged (its wait
+coefficients fit to 0)."""
 
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
                "colsample_bytree": 0.8, "min_child_weight": 2, "n_jobs": 1, "random_state": 0}
@@ -195,23 +196,26 @@ trained on (``scripts/dev_size_exponent.py [--profiles nvml]``, ``reports/h100/i
 to 90% by more than its binomial standard error), re-chosen by the same rule whenever the data, the baseline or the
 interval's scale change, last after ``MPS_WAIT_CROSS_GATE`` (data hash 530459efce4bef13, GPM 63859cf9584d76b7) and
 the per-row slowdown scale (``INTERVAL_SLOWDOWN_EXPONENTS``). ncu (``beyond_size``; pooled coverage against a = 0.5):
-time-slicing saturating 98.5 → 89.4%, host-bound 99.6 → 97.6%; MPS saturating 97.9 → 91.2%, host-bound 97.5 →
-93.3%. GPM (``beyond_size``): time-slicing 96.8 → 88.7% and 98.9 → 96.2%, MPS 98.4 → 92.7% and 94.3 → 89.2%. With the queue load (``runtime.queueing``) a model trained on smaller sets no longer
-under-predicts larger ones under time-slicing, so its intervals need little growth."""
+time-slicing saturating 98.5 → 89.4%, host-bound 99.6 → 97.6%; MPS saturating 97.9 → 91.2%, host-bound 97.5 → 93.3%.
+GPM (``beyond_size``): time-slicing 96.8 → 88.7% and 98.9 → 96.2%, MPS 98.4 → 92.7% and 94.3 → 89.2%. With the queue
+load (``runtime.queueing``) a model trained on smaller sets no longer under-predicts larger ones under time-slicing,
+so its intervals need little growth."""
 
 INTERVAL_SLOWDOWN_EXPONENTS = {
     "ncu": {"timeslice": {"saturating": 0.0, "host_bound": -1.0}, "mps": {"saturating": 0.0, "host_bound": 0.0}},
     "nvml": {"timeslice": {"saturating": 0.0, "host_bound": -1.0}, "mps": {"saturating": 0.5, "host_bound": -0.5}},
 }
-"""c of the interval's per-row scale p̂^c (p̂ the row's predicted slowdown) per profile source, mode and class of target
-job (``SlowdownModel(slowdown_exponents=...)``). Chosen on the development rows (``scripts/dev_slowdown_scale.py
-[--profiles nvml]``, ``reports/h100/intervals/slowdown_scale``, ``reports/h100-nvml/slowdown_scale``; rule: c ≠ 0
-replaces 0 only if it lowers the mean |coverage − 90| over the random split's quartiles of p̂ and the two
-extrapolating splits by more than 1 point), first at data hash ddce92a374734733, again at 530459efce4bef13 (GPM
-63859cf9584d76b7) and after ``MPS_WAIT_CROSS_GATE``. ncu: time-slicing host-bound 8.17 → 4.36 points (c = −1: a
-host-bound job's relative error shrinks as its slowdown grows); the other three classes keep 0 (MPS saturating took
-c = 0.5 before the gate, 4.87 → 1.71; since, 4.35 → 3.42, short of the rule's point). GPM (nvml): the same two (7.65 → 4.38, 5.13 → 3.25) and MPS host-bound 5.67 → 4.52 (c = −0.5, since
-the MPS relabel chunks). The growth exponents a (``INTERVAL_SIZE_EXPONENTS``) were re-chosen by their rule after it."""
+"""c of the interval's per-row scale p̂^c (p̂ the row's predicted slowdown) per profile source, mode and class of
+target job (``SlowdownModel(slowdown_exponents=...)``). Chosen on the development rows
+(``scripts/dev_slowdown_scale.py [--profiles nvml]``, ``reports/h100/intervals/slowdown_scale``,
+``reports/h100-nvml/slowdown_scale``; rule: c ≠ 0 replaces 0 only if it lowers the mean |coverage − 90| over the
+random split's quartiles of p̂ and the two extrapolating splits by more than 1 point), first at data hash
+ddce92a374734733, again at 530459efce4bef13 (GPM 63859cf9584d76b7) and after ``MPS_WAIT_CROSS_GATE``. ncu:
+time-slicing host-bound 8.17 → 4.36 points (c = −1: a host-bound job's relative error shrinks as its slowdown grows);
+the other three classes keep 0 (MPS saturating took c = 0.5 before the gate, 4.87 → 1.71; since, 4.35 → 3.42, short
+of the rule's point). GPM (nvml): the same two (7.65 → 4.38, 5.13 → 3.25) and MPS host-bound 5.67 → 4.52 (c = −0.5,
+since the MPS relabel chunks). The growth exponents a (``INTERVAL_SIZE_EXPONENTS``) were re-chosen by their rule
+after it."""
 
 INTERVAL_QUANTILE_FLOOR = False
 """Whether the interval also holds the quantile model's 5%/95% band. Chosen with ``INTERVAL_SCALE``: the band made
