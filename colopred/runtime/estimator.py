@@ -38,7 +38,7 @@ from ..constants import (
     SLOWDOWN_FLOOR,
     TREE_TARGET_OFFSET_CLASSES,
 )
-from . import baseline
+from . import baseline as baseline_module  # the module (SlowdownModel.baseline is a method)
 from .baseline import (
     LOAD_KINDS,
     baseline_slowdown,
@@ -259,9 +259,9 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self.load_ = self.load if self.load is not None else load_kind(self.mode)
         if self.load_ not in LOAD_KINDS:
             raise ValueError(f"unknown contention load {self.load_!r} (one of {', '.join(LOAD_KINDS)})")
-        self.wait_gate_ = self.wait_gate if self.wait_gate is not None else baseline.MPS_WAIT_CROSS_GATE
-        if self.wait_gate_ not in baseline.CROSS_GATES:
-            raise ValueError(f"unknown wait gate {self.wait_gate_!r} (one of {', '.join(baseline.CROSS_GATES)})")
+        self.wait_gate_ = self.wait_gate if self.wait_gate is not None else baseline_module.MPS_WAIT_CROSS_GATE
+        if self.wait_gate_ not in baseline_module.CROSS_GATES:
+            raise ValueError(f"unknown wait gate {self.wait_gate_!r} (one of {', '.join(baseline_module.CROSS_GATES)})")
         self._cols = np.array([FEATURES.index(f) for f in self.features_])
         self.interval_scale_ = self.interval_scale if self.interval_scale is not None else INTERVAL_SCALE
         if self.interval_scale_ not in INTERVAL_SCALES:
