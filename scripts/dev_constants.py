@@ -147,13 +147,10 @@ def main() -> int:
         from colopred.research.protocol import LOCKED_KINDS
 
         print("MPS_WAIT_CROSS_GATE (development MAPE per split, MPS: leave-arch, pairs -> triples, -> four-job sets)")
-        shipped = baseline.MPS_WAIT_CROSS_GATE
         for v in GRIDS["cross_gate"]:
-            baseline.MPS_WAIT_CROSS_GATE = v
-            scores = [dev_mape("mps", kind=kind) for kind in LOCKED_KINDS]
+            scores = [dev_mape("mps", kind=kind, model_kw={"wait_gate": v}) for kind in LOCKED_KINDS]
             print(f"  cross_gate {v:<10} " + "  ".join(f"{kind} {m:6.2f}%" for kind, m in zip(LOCKED_KINDS, scores))
-                  + f"  mean {np.mean(scores):6.2f}%" + (" *" if v == shipped else ""), flush=True)
-        baseline.MPS_WAIT_CROSS_GATE = shipped
+                  + f"  mean {np.mean(scores):6.2f}%" + (" *" if v == constants.MPS_WAIT_CROSS_GATE else ""), flush=True)
 
     if "load" in only:
         from colopred.research.protocol import LOCKED_KINDS

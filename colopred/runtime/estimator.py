@@ -33,13 +33,14 @@ from ..constants import (
     INTERVAL_SIZE_EXPONENTS,
     INTERVAL_SLOWDOWN_EXPONENTS,
     MIN_CLASS_CALIBRATION_ROWS,
+    MPS_WAIT_CROSS_GATE,
     TREE_PARAMS,
     TREE_TARGET_OFFSET,
     SLOWDOWN_FLOOR,
     TREE_TARGET_OFFSET_CLASSES,
 )
-from . import baseline as baseline_module  # the module (SlowdownModel.baseline is a method)
 from .baseline import (
+    CROSS_GATES,
     LOAD_KINDS,
     baseline_slowdown,
     baseline_terms,
@@ -250,8 +251,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
 
     # ----------------------------------------------------------------- settings
     def _resolve(self) -> None:
-        """Set ``features_``, ``load_``, ``wait_gate_`` and the column indices from the constructor's parameters (the
-        default gate is read from ``baseline`` when the model is fitted)."""
+        """Set ``features_``, ``load_``, ``wait_gate_`` and the column indices from the constructor's parameters."""
         self.features_ = tuple(self.features) if self.features is not None else model_features(self.mode)
         unknown = [f for f in self.features_ if f not in FEATURES]
         if unknown:
@@ -259,9 +259,9 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self.load_ = self.load if self.load is not None else load_kind(self.mode)
         if self.load_ not in LOAD_KINDS:
             raise ValueError(f"unknown contention load {self.load_!r} (one of {', '.join(LOAD_KINDS)})")
-        self.wait_gate_ = self.wait_gate if self.wait_gate is not None else baseline_module.MPS_WAIT_CROSS_GATE
-        if self.wait_gate_ not in baseline_module.CROSS_GATES:
-            raise ValueError(f"unknown wait gate {self.wait_gate_!r} (one of {', '.join(baseline_module.CROSS_GATES)})")
+        self.wait_gate_ = self.wait_gate if self.wait_gate is not None else MPS_WAIT_CROSS_GATE
+        if self.wait_gate_ not in CROSS_GATES:
+            raise ValueError(f"unknown wait gate {self.wait_gate_!r} (one of {', '.join(CROSS_GATES)})")
         self._cols = np.array([FEATURES.index(f) for f in self.features_])
         self.interval_scale_ = self.interval_scale if self.interval_scale is not None else INTERVAL_SCALE
         if self.interval_scale_ not in INTERVAL_SCALES:
