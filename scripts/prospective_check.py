@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Models fixed before a campaign, on that campaign's sets: a prospective test (issue 23, an honest protocol).
+
+Cross-validation holds out rows of data the model's design already saw. Here the shipped models of an earlier commit
+(``--models-from``, read with ``git show``: manifests and tree files, checked as ``colopred`` loads them) predict the
+windows of campaigns measured after that commit, every job of them profiled before, each slowdown against its solo
+baseline on the same machine and segment. Prints and writes per campaign and mode: MAPE, signed mean error, interval
+coverage, the baseline's own error, and the per-job signed error.
+
+  PYTHONPATH=. python scripts/prospective_check.py --models-from b39fe8c \\
+      --campaigns h100-c24,h100-c24t,h100-c25,h100-c25t --out reports/h100/prospective
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from colopred.io import write_text_atomic  # noqa: E402
+from colopred.research.dataset import dataset_from, load_profiles_dir  # noqa: E402
+from colopred.research.evaluation import mape_pct  # noqa: E402
+from colopred.research.report import md_table  # noqa: E402
+from colopred.runtime.manifest import load_model, model_stem, read_manifest  # noqa: E402
+
+MODELS_DIR = "colopred/runtime/models"
+
+
+def models_at(rev: str, folder: Path) -> None:
+    """The shipped model files of commit ``rev`` into ``folder``."""
+    names = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", f"{rev}:{MODELS_DIR}"],
+                           check=True, capture_output=True, text=True).stdout.split()
+    for name in names:
+        blob = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{MODELS_DIR}/{name}"], check=True,
+                              capture_output=True).stdout
+        (folder / name).write_bytes(blob)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models-from", required=True, help="git revision whose shipped models predict")
+    ap.add_argument("--campaigns", required=True, help="campaign folders under DATA/campaigns, comma-separated")
+    ap.add_argument("--data", default=str(ROOT / "datasets/h100"))
+    ap.add_argument("--profiles", default="ncu", choices=("ncu", "nvml"))
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    data = Path(a.data)
+    pdir = data / "profiles" / a.profiles
+    profiles = load_profiles_dir(pdir)
+    summary, per_job = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        models_at(a.models_from, Path(tmp))
+        for camp in a.campaigns.split(","):
+            ds = dataset_from(data / "campaigns" / camp, profiles, sorted(pdir.glob("*.json")), profile_source=a.profiles)
+            for mode, df in ds.rows.groupby("mode"):
+                path = Path(tmp) / f"{model_stem('h100', mode, a.profiles)}.json"
+                model, manifest = load_model(path)
+                pred, interval = model.predict_with_interval(df)
+                base = model.baseline(df)
+                y = df["slowdown"].to_numpy()
+                err = 100 * (pred / y - 1)
+                summary.append({
+                    "campaign": camp, "mode": mode, "n_jobs": "/".join(map(str, sorted(df["n_jobs"].unique()))),
+                    "sets": df["set"].nunique(), "rows": len(df), "model_data_hash": read_manifest(path)["data_hash"],
+                    "slowdown_mape_pct": round(mape_pct(y, pred), 2), "signed_error_pct": round(float(err.mean()), 2),
+                    "interval_coverage_pct": round(100 * float(np.mean((y >= interval[:, 0]) & (y <= interval[:, 1]))), 1),
+                    "baseline_mape_pct": round(mape_pct(y, base), 2),
+                    "baseline_signed_error_pct": round(float(100 * (base / y - 1).mean()), 2),
+                })
+                jobs = pd.DataFrame({"job": df["job"].to_numpy(), "err": err}).groupby("job")["err"]
+                per_job += [{"campaign": camp, "mode": mode, "job": j, "rows": len(e),
+                             "signed_error_pct": round(float(e.mean()), 1)} for j, e in jobs]
+    table = pd.DataFrame(summary)
+    print(md_table(table))
+    if a.out:
+        out = Path(a.out)
+        out.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out / "prospective.csv", index=False)
+        pd.DataFrame(per_job).to_csv(out / "per_job.csv", index=False)
+        write_text_atomic(out / "README.md", (
+            f"# Prospective check: the models of {a.models_from} on campaigns measured after them\n\n"
+            f"`PYTHONPATH=. python scripts/prospective_check.py --models-from {a.models_from} --campaigns {a.campaigns}"
+            f" --profiles {a.profiles} --out {a.out}`\n\n"
+            "Every job of these campaigns was profiled and measured before; the sets were not. MAPE of the per-job "
+            "slowdown, signed mean error (prediction over measurement), coverage of the shipped 90% interval, and the "
+            "contention baseline's own error. Per-job signed errors in `per_job.csv`.\n\n" + md_table(table) + "\n"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
