@@ -78,27 +78,27 @@ architecture. Re-chosen on the development architectures of the locked split alo
 1/3 7.44%, 1/2 7.48%, 0.7 7.57%, 1 7.71%, 2 8.55% MPS MAPE (3 seeds): 1/3, the shipped value since (it was 1/2)."""
 
 MPS_WAIT_CROSS_SCALE = 1.0
-"""λ of the MPS wait load's stretch term, Σ_k u_k·(1 + λ·(1 − b_j·φ_j)·Σ_{m∉{j,k}} b_m) (``baseline.wait_load``):
-beside several co-runners each one's kernels in flight are stretched by the others (processor sharing: λ = 1), and a
-target meets them stretched where its own kernels do not hold the SMs (``MPS_WAIT_CROSS_GATE``). The term is 0 in a
-pair, so a model trained on pairs takes it from this constant, not from a fit. Chosen after the lock on the
-development rows (``scripts/dev_constants.py --only cross``, 3 tree seeds, MPS; leave-arch / pairs → triples / →
-four-job sets): λ = 0 7.23 / 9.57 / 7.22%, 0.5 7.08 / 8.02 / 5.80%, 1 7.09 / 7.14 / 5.72%, 2 7.10 / 8.18 / 7.64%.
-With the gate ``own_share`` (``MPS_WAIT_CROSS_GATE``), again: λ = 0 7.64 / 10.13 / 7.95%, 0.5 7.23 / 7.93 / 5.17%, 1
-6.99 / 7.43 / 5.42%, 2 6.78 / 11.91 / 7.63% (least mean at 1). Time-slicing is unchanged (its wait coefficients fit
-to 0)."""
+"""λ of the MPS wait load's stretch term, Σ_k u_k·(1 + λ·G_j·Σ_{m∉{j,k}} b_m) (``baseline.wait_load``): beside several
+co-runners each one's kernels in flight are stretched by the others (processor sharing: λ = 1), and a target meets
+them stretched in the share G_j of its launches that ``MPS_WAIT_CROSS_GATE`` names. The term is 0 in a pair, so a
+model trained on pairs takes it from this constant, not from a fit. Chosen after the lock on the development rows
+(``scripts/dev_constants.py --only cross``, 3 tree seeds, MPS; leave-arch / pairs → triples / → four-job sets), last
+with the four-job sets of h100-c24/c25 and the gate ``idle``: λ = 0 7.29 / 10.13 / 9.51%, 0.25 7.26 / 9.41 / 9.26%,
+0.5 7.27 / 8.80 / 9.42%, 0.75 7.32 / 8.32 / 9.55%, 1 7.32 / 7.95 / 9.98%, 2 7.63 / 8.06 / 11.56% (means 8.98, 8.64,
+8.50, 8.40, 8.42, 9.08: 0.75 and 1 within the seeds' spread of 0.19, so 1 stays). Triples ask for the stretch, four-job
+sets for less of it. Time-slicing is unchanged (its wait coefficients fit to 0; every λ the same figures)."""
 
-MPS_WAIT_CROSS_GATE = "own_share"
+MPS_WAIT_CROSS_GATE = "idle"
 """Which of a target's launches meet the co-runners' stretched kernels in the MPS wait's stretch term
-(``baseline.CROSS_GATES``): ``own_share``, weight 1 − b_j·φ_j (b_j its busy fraction, φ_j its per-launch SM fill),
-the share of its time its own kernels do not hold the SMs. Chosen after the lock on the development rows
-(``scripts/dev_constants.py --only cross_gate``, 3 tree seeds, MPS; leave-arch / pairs → triples / → four-job sets):
-``idle`` 7.37 / 7.95 / 6.01%, ``own_share`` 6.99 / 7.43 / 5.42%, ``launch`` 7.16 / 7.46 / 5.21% (means 7.11, 6.61,
-6.61; the seeds' spread is 0.19): ``own_share``, the better on leave-arch, the issue's headline split. λ
-(``MPS_WAIT_CROSS_SCALE``) re-checked with it stays 1 (``--only cross``). It replaced ``idle`` (1 − b_j), which left
-out saturating jobs of small grids: cuDNN's LSTM, whose recurrent GEMMs fill a third of the SMs, was under-predicted
-by 17% in triples and 32% in four-job sets (leave-arch, all architectures). Time-slicing is unchanged (its wait
-coefficients fit to 0)."""
+(``baseline.CROSS_GATES``): ``idle``, weight 1 − b_j (b_j its busy fraction), those issued from its idle time.
+Chosen after the lock on the development rows (``scripts/dev_constants.py --only cross_gate``, 3 tree seeds, MPS;
+leave-arch / pairs → triples / → four-job sets; least mean of the three), last with the 132 four-job sets of
+h100-c24/c25 (development architectures; 148 development four-job sets where there had been 16): ``idle`` 7.32 /
+7.95 / 9.98% (mean 8.42), ``own_share`` (1 − b_j·φ_j, φ_j its per-launch SM fill) 6.93 / 7.43 / 14.73% (9.69),
+``launch`` (max(1 − b_j, 1 − φ_j)) 7.04 / 7.46 / 13.80% (9.43). ``own_share`` had won on the 16 four-job sets before
+(idle 7.37 / 7.95 / 6.01%, own_share 6.99 / 7.43 / 5.42%) and was shipped for a day: it buys cuDNN's LSTM (a saturating
+job of small grids) in triples and loses heavy four-job sets, which it over-predicted by 20% (shipped models on
+h100-c25, ``reports/h100/prospective``). Time-slicing is unchanged (its wait coefficients fit to 0)."""
 
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
                "colsample_bytree": 0.8, "min_child_weight": 2, "n_jobs": 1, "random_state": 0}

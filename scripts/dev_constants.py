@@ -43,7 +43,7 @@ GRIDS = {
     "min_waves": (0.0, 0.25, 0.5, 0.75, 1.0),
     "trees": tuple({"n_estimators": n, "max_depth": d, "learning_rate": lr}
                    for n, d, lr in itertools.product((150, 300, 600), (3, 4, 6), (0.05, 0.1))),
-    "cross": (0.0, 0.5, 1.0, 2.0),
+    "cross": (0.0, 0.25, 0.5, 0.75, 1.0, 2.0),
     "cross_gate": ("idle", "own_share", "launch"),
 }
 
