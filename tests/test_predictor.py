@@ -333,18 +333,19 @@ def test_mps_share_load_splits_each_pair_by_who_holds_the_sms_longer(profiles):
 
 def test_the_mps_wait_stretches_beside_several_co_runners_where_the_target_does_not_hold_the_sms(profiles):
     """baseline.wait_load: in a pair, K_j/t_j · u_k · b_j^g; beside two co-runners each co-runner's wait u_k is
-    stretched by 1 + λ(1 − b_j·φ_j)·b_m (m the other co-runner, φ_j the target's per-launch SM fill), so a host-bound
-    target, or a busy one of small grids, waits more than the sum of its pair waits, and a target of busy 1 whose
-    grids fill the GPU exactly that sum."""
-    from colopred.constants import MPS_WAIT_CROSS_SCALE, WAIT_BUSY_GATE_EXPONENT
-    from colopred.runtime.baseline import wait_load
+    stretched by 1 + λ·G_j·b_m (m the other co-runner, G_j the gate's share of the target's launches: 1 − b_j for
+    ``idle``, 1 − b_j·φ_j for ``own_share``, φ_j the per-launch SM fill), so a host-bound target waits more than the
+    sum of its pair waits under every gate, a busy one of small grids only where the gate counts its unfilled SMs,
+    and a target of busy 1 whose grids fill the GPU exactly that sum."""
+    from colopred.constants import MPS_WAIT_CROSS_GATE, MPS_WAIT_CROSS_SCALE, WAIT_BUSY_GATE_EXPONENT
+    from colopred.runtime.baseline import CROSS_GATES, wait_load
 
     host, a, b = profiles["transformer_seq2seq-b32-bf16"], profiles["vgg16-b256-fp32"], profiles["resnet18-b64-fp32"]
     assert host.busy_fraction < 0.5 and MPS_WAIT_CROSS_SCALE > 0
 
-    def w(jobs, target):
+    def w(jobs, target, gate=None):
         f = feature_frame([jobs]).set_index("job")
-        return float(wait_load(f.loc[[target.name], list(FEATURES)].to_numpy())[0])
+        return float(wait_load(f.loc[[target.name], list(FEATURES)].to_numpy(), gate=gate)[0])
 
     def bu(p):
         return min(1.0, p.busy_fraction)
@@ -352,38 +353,48 @@ def test_the_mps_wait_stretches_beside_several_co_runners_where_the_target_does_
     scale = (host.kernels_per_iteration / (host.stream_overlap or 1.0)) / (1e3 * host.iteration_ms) * bu(host) ** WAIT_BUSY_GATE_EXPONENT
     ua, ub = bu(a) * a.mps_wait_us, bu(b) * b.mps_wait_us
     assert w([host, a], host) == pytest.approx(scale * ua, rel=1e-9)
-    stretch = MPS_WAIT_CROSS_SCALE * (1 - bu(host) * host.launch_fill_pct / 100)
-    assert w([host, a, b], host) == pytest.approx(scale * (ua * (1 + stretch * bu(b)) + ub * (1 + stretch * bu(a))), rel=1e-9)
-    assert w([host, a, b], host) > w([host, a], host) + w([host, b], host)
+    for gate, share in (("idle", 1 - bu(host)), ("own_share", 1 - bu(host) * host.launch_fill_pct / 100)):
+        assert CROSS_GATES[gate](bu(host), host.launch_fill_pct / 100) == pytest.approx(share)
+        stretch = MPS_WAIT_CROSS_SCALE * share
+        assert w([host, a, b], host, gate) == pytest.approx(scale * (ua * (1 + stretch * bu(b)) + ub * (1 + stretch * bu(a))), rel=1e-9)
+        assert w([host, a, b], host, gate) > w([host, a], host, gate) + w([host, b], host, gate)
+    assert w([host, a, b], host) == w([host, a, b], host, MPS_WAIT_CROSS_GATE)  # the default gate is the constant's
     small = profiles["lstm_lm-b64-fp32"]  # busy, but its recurrent GEMMs fill about a third of the SMs
     assert small.busy_fraction >= 1 and small.launch_fill_pct < 40
-    assert w([small, a, b], small) > 1.2 * (w([small, a], small) + w([small, b], small))
+    pairs = w([small, a], small) + w([small, b], small)
+    assert w([small, a, b], small, "own_share") > 1.2 * pairs
+    assert w([small, a, b], small, "idle") == pytest.approx(pairs, rel=1e-12)  # no idle time: nothing stretched
     busy = profiles["vgg16-b32-fp32"].with_(busy_fraction=1.0, launch_fill_pct=100.0)
-    assert w([busy, a, b], busy) == pytest.approx(w([busy, a], busy) + w([busy, b], busy), rel=1e-12)
+    for gate in CROSS_GATES:
+        assert w([busy, a, b], busy, gate) == pytest.approx(w([busy, a], busy, gate) + w([busy, b], busy, gate), rel=1e-12)
 
 
 def test_the_wait_gate_travels_in_the_manifest_and_a_manifest_without_it_reads_as_idle(dataset, tmp_path):
     """SlowdownModel(wait_gate=...) builds the MPS wait's stretch with that gate of baseline.CROSS_GATES (default
     constants.MPS_WAIT_CROSS_GATE); the manifest records it as mps_wait_cross_gate and the loaded model predicts the
-    same; a manifest written before the field reads as 'idle', the only gate then, and predicts otherwise where the
-    gates differ (a busy target of small grids beside two co-runners); an unknown gate is refused."""
+    same; a manifest written before the field reads as 'idle', the only gate then, and a model of another gate
+    predicts otherwise where the gates differ (a busy target of small grids beside two co-runners); an unknown gate
+    is refused."""
     from colopred.constants import MPS_WAIT_CROSS_GATE
     from colopred.runtime.baseline import CROSS_GATES, baseline_terms
     from colopred.runtime.manifest import load_model, save_model
 
     rows = dataset.for_mode("mps")
     train = rows[rows["window_id"].isin(rows["window_id"].unique()[::4])]
-    m = SlowdownModel(mode="mps", calibrate=False).fit(train[list(FEATURES)], train["slowdown"])
-    assert m.wait_gate_ == MPS_WAIT_CROSS_GATE and set(CROSS_GATES) == {"idle", "own_share", "launch"}
+    default = SlowdownModel(mode="mps")
+    default._resolve()
+    assert default.wait_gate_ == MPS_WAIT_CROSS_GATE
+    m = SlowdownModel(mode="mps", calibrate=False, wait_gate="own_share").fit(train[list(FEATURES)], train["slowdown"])
+    assert m.wait_gate_ == "own_share" and set(CROSS_GATES) == {"idle", "own_share", "launch"}
     small = rows[(rows["job"] == "lstm_lm-b64-fp32") & (rows["n_jobs"] >= 3)][list(FEATURES)].to_numpy()
     assert len(small) and (baseline_terms(small, "mps_share", "own_share")[:, 1:].sum(axis=1)
                            > baseline_terms(small, "mps_share", "idle")[:, 1:].sum(axis=1)).all()
     path = tmp_path / "m-mps.json"
     save_model(path, m, "mps", max_set_size=4)
     man = json.loads(path.read_text())
-    assert man["mps_wait_cross_gate"] == MPS_WAIT_CROSS_GATE
+    assert man["mps_wait_cross_gate"] == "own_share"
     loaded, _ = load_model(path)
-    assert loaded.wait_gate_ == MPS_WAIT_CROSS_GATE and np.array_equal(loaded.predict(small), m.predict(small))
+    assert loaded.wait_gate_ == "own_share" and np.array_equal(loaded.predict(small), m.predict(small))
     del man["mps_wait_cross_gate"]
     path.write_text(json.dumps(man))
     old, _ = load_model(path)

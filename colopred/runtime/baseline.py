@@ -80,14 +80,13 @@ not hold the SMs (``own_share``, 1 − b_j·φ_j); the larger of its idle share 
 def wait_load(X: Rows, fill: np.ndarray | None = None, gate: str | None = None) -> np.ndarray:
     """W of each row: the share of the target's solo iteration its kernels would spend waiting behind co-runners'
     kernels under MPS, one wait per serial launch, less what its own idle time absorbs:
-    K_j / t_j · Σ_{k≠j} u_k · (1 + λ·(1 − b_j·φ_j)·Σ_{m∉{j,k}} b_m) · b_j^g, with b = min(1, busy), u_k = b_k · w_k,
+    K_j / t_j · Σ_{k≠j} u_k · (1 + λ·G_j·Σ_{m∉{j,k}} b_m) · b_j^g, with b = min(1, busy), u_k = b_k · w_k,
     K_j serial launches per iteration (kernels / JobProfile.stream_overlap), t_j the solo iteration time in µs,
-    w_k = JobProfile.mps_wait_us, φ_j = JobProfile.launch_fill_pct / 100 (1 where missing),
-    g = ``constants.WAIT_BUSY_GATE_EXPONENT`` and λ = ``constants.MPS_WAIT_CROSS_SCALE``: beside several co-runners
-    each one's kernels in flight are stretched by the others (processor sharing, 1 + Σ b_m), and the target waits them
-    out wherever its own kernels do not hold the SMs (share 1 − b_j·φ_j: coming back from its idle time, or launching
-    a grid that fills part of the GPU beside them; ``constants.MPS_WAIT_CROSS_GATE``) (``features`` column
-    ``mps_wait_cross_us``; nothing in a pair).
+    w_k = JobProfile.mps_wait_us, g = ``constants.WAIT_BUSY_GATE_EXPONENT`` and λ = ``constants.MPS_WAIT_CROSS_SCALE``:
+    beside several co-runners each one's kernels in flight are stretched by the others (processor sharing,
+    1 + Σ b_m), and the target meets them stretched in the share G_j of its launches that the gate names
+    (:data:`CROSS_GATES`, ``constants.MPS_WAIT_CROSS_GATE``: 1 − b_j, those issued from its idle time) (``features``
+    column ``mps_wait_cross_us``; nothing in a pair).
     NaN where a profile lacks kernel data (GPM). ``fill``: φ_j of each row with 1 where missing, if already at hand;
     ``gate``: a :data:`CROSS_GATES` name (default ``constants.MPS_WAIT_CROSS_GATE``; a model uses its own,
     ``SlowdownModel.wait_gate_``)."""
