@@ -95,10 +95,9 @@ Chosen after the lock on the development rows (``scripts/dev_constants.py --only
 leave-arch / pairs → triples / → four-job sets; least mean of the three), last with the 132 four-job sets of
 h100-c24/c25 (development architectures; 148 development four-job sets where there had been 16): ``idle`` 7.32 /
 7.95 / 9.98% (mean 8.42), ``own_share`` (1 − b_j·φ_j, φ_j its per-launch SM fill) 6.93 / 7.43 / 14.73% (9.69),
-``launch`` (max(1 − b_j, 1 − φ_j)) 7.04 / 7.46 / 13.80% (9.43). ``own_share`` had won on the 16 four-job sets before
-(idle 7.37 / 7.95 / 6.01%, own_share 6.99 / 7.43 / 5.42%) and was shipped for a day: it buys cuDNN's LSTM (a saturating
-job of small grids) in triples and loses heavy four-job sets, which it over-predicted by 20% (shipped models on
-h100-c25, ``reports/h100/prospective``). Time-slicing is unchanged (its wait coefficients fit to 0)."""
+``launch`` (max(1 − b_j, 1 − φ_j)) 7.04 / 7.46 / 13.80% (9.43). On the 16 development four-job sets before them
+``own_share`` had led (idle 7.37 / 7.95 / 6.01%, own_share 6.99 / 7.43 / 5.42%): it gains cuDNN's LSTM (a saturating
+job of small grids) in triples and over-predicts heavy four-job sets by about 20% (``reports/h100/prospective``). Time-slicing is unchanged (its wait coefficients fit to 0)."""
 
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
                "colsample_bytree": 0.8, "min_child_weight": 2, "n_jobs": 1, "random_state": 0}
