@@ -425,11 +425,12 @@ def test_an_ncu_profile_without_mps_wait_warns_under_mps_only(profiles):
 
 
 def test_wait_load_is_launches_times_co_runners_mps_wait(profiles):
-    """W_j = K_j / o_j / t_j · Σ_{k≠j} u_k·(1 + λ(1 − b_j·φ_j)Σ_{m∉{j,k}} b_m) · b_j^g, u = b·w, b = min(1, busy) (t_j in µs,
-    o_j the stream overlap, g the gate exponent, λ the stretch by the set's other co-runners); the
+    """W_j = K_j / o_j / t_j · Σ_{k≠j} u_k·(1 + λ·G_j·Σ_{m∉{j,k}} b_m) · b_j^g, u = b·w, b = min(1, busy) (t_j in µs,
+    o_j the stream overlap, g the gate exponent, λ the stretch by the set's other co-runners, G_j the shipped gate's
+    share of the target's launches, 1 − b_j for ``idle``); the
     baseline's terms are L, W·φ_j and W·(1 − φ_j) (φ_j the per-launch SM fill), their coefficients
     the non-negative least-squares fit."""
-    from colopred.constants import MPS_WAIT_CROSS_SCALE, WAIT_BUSY_GATE_EXPONENT
+    from colopred.constants import MPS_WAIT_CROSS_GATE, MPS_WAIT_CROSS_SCALE, WAIT_BUSY_GATE_EXPONENT
     from colopred.runtime.baseline import (
         baseline_terms,
         contention_load,
@@ -444,7 +445,8 @@ def test_wait_load_is_launches_times_co_runners_mps_wait(profiles):
     for j in jobs:
         others = [k for k in jobs if k is not j]
         launches = j.kernels_per_iteration / (j.stream_overlap or 1.0)
-        unheld = 1 - min(1, j.busy_fraction) * j.launch_fill_pct / 100
+        b, phi = min(1, j.busy_fraction), j.launch_fill_pct / 100
+        unheld = {"idle": 1 - b, "own_share": 1 - b * phi, "launch": max(1 - b, 1 - phi)}[MPS_WAIT_CROSS_GATE]
         stretched = sum(min(1, k.busy_fraction) * k.mps_wait_us
                         * (1 + MPS_WAIT_CROSS_SCALE * unheld * sum(min(1, m.busy_fraction) for m in others if m is not k))
                         for k in others)
