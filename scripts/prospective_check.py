@@ -19,7 +19,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from colopred.io import write_text_atomic  # noqa: E402
 from colopred.research.dataset import dataset_from, load_profiles_dir  # noqa: E402
-from colopred.research.evaluation import mape_pct  # noqa: E402
+from colopred.research.evaluation import mape_pct, metrics  # noqa: E402
 from colopred.research.report import md_table  # noqa: E402
 from colopred.runtime.manifest import load_model, model_stem, read_manifest  # noqa: E402
 
@@ -67,11 +66,12 @@ def main() -> int:
                 base = model.baseline(df)
                 y = df["slowdown"].to_numpy()
                 err = 100 * (pred / y - 1)
+                scores = metrics(df, pred, interval)
                 summary.append({
                     "campaign": camp, "mode": mode, "n_jobs": "/".join(map(str, sorted(df["n_jobs"].unique()))),
                     "sets": df["set"].nunique(), "rows": len(df), "model_data_hash": read_manifest(path)["data_hash"],
-                    "slowdown_mape_pct": round(mape_pct(y, pred), 2), "signed_error_pct": round(float(err.mean()), 2),
-                    "interval_coverage_pct": round(100 * float(np.mean((y >= interval[:, 0]) & (y <= interval[:, 1]))), 1),
+                    "slowdown_mape_pct": round(scores["slowdown_mape_pct"], 2), "signed_error_pct": round(float(err.mean()), 2),
+                    "interval_coverage_pct": round(scores["interval_coverage_pct"], 1),
                     "baseline_mape_pct": round(mape_pct(y, base), 2),
                     "baseline_signed_error_pct": round(float(100 * (base / y - 1).mean()), 2),
                 })
