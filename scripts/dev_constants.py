@@ -14,12 +14,14 @@ value (the mean over ``--seeds`` tree seeds; the shipped value is marked ``*``, 
   (leave-arch, pairs -> triples, pairs and triples -> four-job sets), since it acts only in sets of three or more.
 - ``MPS_WAIT_CROSS_GATE`` (which launches meet the stretched kernels, ``baseline.CROSS_GATES``; chosen after the
   lock): MPS, on all three splits of the locked protocol.
+- ``features.MPS_TREE_LOADS`` (whether the MPS trees see the loads of the baseline's terms, the co-runners' summed
+  wait and the MPS share load; chosen after the lock): MPS, on all three splits of the locked protocol.
 - The time-slicing contention load (``baseline.load_kind``, chosen after the lock): ``symmetric`` (Σ busy_k · b_j)
   or ``queue`` (the closed queueing network of ``runtime.queueing``), on all three splits; least mean of the three.
 
 One constant varies at a time, the others at their shipped values.
 
-  python scripts/dev_constants.py [--data datasets/h100] [--only gate,eps,gamma,min_waves,trees,cross,cross_gate,load] [--seeds 3]
+  python scripts/dev_constants.py [--data datasets/h100] [--only gate,eps,gamma,min_waves,trees,cross,cross_gate,mps_loads,load] [--seeds 3]
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ GRIDS = {
                    for n, d, lr in itertools.product((150, 300, 600), (3, 4, 6), (0.05, 0.1))),
     "cross": (0.0, 0.25, 0.5, 0.75, 1.0, 2.0),
     "cross_gate": ("idle", "own_share", "launch"),
+    "mps_loads": ("without", "with"),
 }
 
 
@@ -151,6 +154,18 @@ def main() -> int:
             scores = [dev_mape("mps", kind=kind, model_kw={"wait_gate": v}) for kind in LOCKED_KINDS]
             print(f"  cross_gate {v:<10} " + "  ".join(f"{kind} {m:6.2f}%" for kind, m in zip(LOCKED_KINDS, scores))
                   + f"  mean {np.mean(scores):6.2f}%" + (" *" if v == constants.MPS_WAIT_CROSS_GATE else ""), flush=True)
+
+    if "mps_loads" in only:
+        from colopred.research.protocol import LOCKED_KINDS
+
+        print("MPS_TREE_LOADS in the MPS trees (development MAPE per split, MPS: leave-arch, pairs -> triples, -> four-job sets)")
+        shipped = features.MPS_TREE_FEATURES
+        for v in GRIDS["mps_loads"]:
+            features.MPS_TREE_FEATURES = tuple(f for f in shipped if v == "with" or f not in features.MPS_TREE_LOADS)
+            scores = [dev_mape("mps", kind=kind) for kind in LOCKED_KINDS]
+            print(f"  mps_loads {v:<8} " + "  ".join(f"{kind} {m:6.2f}%" for kind, m in zip(LOCKED_KINDS, scores))
+                  + f"  mean {np.mean(scores):6.2f}%" + (" *" if features.MPS_TREE_FEATURES == shipped else ""), flush=True)
+        features.MPS_TREE_FEATURES = shipped
 
     if "load" in only:
         from colopred.research.protocol import LOCKED_KINDS

@@ -492,9 +492,9 @@ def test_evaluation_runs_when_profiles_lack_sm_fill(dataset):
 
 def test_mps_trees_see_the_wait_features_and_time_slicing_trees_do_not():
     """Per-mode feature sets (features.model_features): the shipped MPS model's trees split on the
-    co-runners' MPS wait and their DRAM p25; time-slicing's never see them (the wait made its
-    placements worse, the p25 did not help)."""
-    from colopred.runtime.features import MPS_TREE_FEATURES, model_features
+    co-runners' MPS wait, their DRAM p25 and the loads of the baseline's terms (MPS_TREE_LOADS); time-slicing's
+    never see them (the wait made its placements worse, the p25 did not help)."""
+    from colopred.runtime.features import MPS_TREE_FEATURES, MPS_TREE_LOADS, model_features
 
     mps, ts = Predictor.default("mps"), Predictor.default("timeslice")
     assert mps.manifest["model_features"] == list(model_features("mps"))
@@ -503,6 +503,8 @@ def test_mps_trees_see_the_wait_features_and_time_slicing_trees_do_not():
     gain = mps.model.feature_importance()
     for group in ("busy_mps_wait_us", "dram_util_p25"):
         assert gain[[f for f in MPS_TREE_FEATURES if f.endswith(group)]].sum() > 0, group
+    for load in MPS_TREE_LOADS:
+        assert load in MPS_TREE_FEATURES and gain[load] > 0, load
     # monotone in the co-runners' mean wait where the trees see it
     assert mps.model._constraints().count("1") == 3 and ts.model._constraints().count("1") == 2
 

@@ -52,7 +52,7 @@ FEATURES = tuple(
     + ["n_jobs", "mps_share_load", "mps_wait_cross_us", "queue_load"]
 )
 # The columns the trees see: no sums and no set size, which grow with the set and would leave the
-# training range for sets larger than those measured; how much of the GPU the co-runners take enters
+# training range for sets larger than those measured (but MPS_TREE_LOADS); how much of the GPU the co-runners take enters
 # through the contention baseline (colopred.runtime.baseline), and the trees model the ratio of the
 # slowdown to it. The MPS wait and the co-runners' DRAM p25 enter the trees under MPS only: under
 # time-slicing the wait coefficient fits to 0 and the features made partner choices worse.
@@ -60,7 +60,12 @@ MPS_ONLY = ("busy_mps_wait_us", "dram_util_p25")
 BASELINE_ONLY = ("t_launch_fill", "mps_wait_cross_us", "queue_load")
 MODEL_FEATURES = tuple(f for f in FEATURES if not f.startswith("co_sum_") and f not in ("n_jobs", "mps_share_load", *BASELINE_ONLY)
                        and not f.endswith(MPS_ONLY))
-MPS_TREE_FEATURES = tuple(f for f in FEATURES if f.endswith(MPS_ONLY) and not f.startswith("co_sum_") and f != "t_dram_util_p25")
+# Under MPS the trees also see the loads of the baseline's terms: the co-runners' summed wait and the MPS share load.
+# Past the set sizes trained on, the trees hold the correction of the largest loads they saw, which curbs the
+# baseline's growth with the set (chosen on the development rows: scripts/dev_constants.py --only mps_loads).
+MPS_TREE_LOADS = ("co_sum_busy_mps_wait_us", "mps_share_load")
+MPS_TREE_FEATURES = tuple(f for f in FEATURES if f.endswith(MPS_ONLY) and not f.startswith("co_sum_") and f != "t_dram_util_p25") \
+    + MPS_TREE_LOADS
 # The slowdown does not fall as co-runners demand more bandwidth or SMs, or hold the SMs longer (MPS).
 MONOTONE_INCREASING = ("co_mean_dram_demand", "co_mean_occ_demand", "co_mean_busy_mps_wait_us")
 
