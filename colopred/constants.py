@@ -83,10 +83,10 @@ co-runners each one's kernels in flight are stretched by the others (processor s
 them stretched in the share G_j of its launches that ``MPS_WAIT_CROSS_GATE`` names. The term is 0 in a pair, so a
 model trained on pairs takes it from this constant, not from a fit. Chosen after the lock on the development rows
 (``scripts/dev_constants.py --only cross``, 3 tree seeds, MPS; leave-arch / pairs → triples / → four-job sets), last
-with the four-job sets of h100-c24/c25 and the gate ``idle``: λ = 0 7.29 / 10.13 / 9.51%, 0.25 7.26 / 9.41 / 9.26%,
-0.5 7.27 / 8.80 / 9.42%, 0.75 7.32 / 8.32 / 9.55%, 1 7.32 / 7.95 / 9.98%, 2 7.63 / 8.06 / 11.56% (means 8.98, 8.64,
-8.50, 8.40, 8.42, 9.08: 0.75 and 1 within the seeds' spread of 0.19, so 1 stays). Triples ask for the stretch, four-job
-sets for less of it. Time-slicing is unchanged (its wait coefficients fit to 0; every λ the same figures)."""
+with the trees seeing the baseline's loads (``features.MPS_TREE_LOADS``) and the gate ``idle``: λ = 0 7.00 / 9.88 /
+8.81%, 0.25 6.98 / 9.12 / 8.58%, 0.5 7.01 / 8.51 / 8.78%, 0.75 7.11 / 8.04 / 8.83%, 1 7.16 / 7.72 / 9.38%, 2 7.44 /
+8.10 / 10.04% (means 8.56, 8.23, 8.10, 7.99, 8.09, 8.53: 0.75 within the seeds' spread of 0.19 of 1, so 1 stays).
+Triples ask for the stretch, four-job sets for less of it. Time-slicing is unchanged (its wait coefficients fit to 0; every λ the same figures)."""
 
 MPS_WAIT_CROSS_GATE = "idle"
 """Which of a target's launches meet the co-runners' stretched kernels in the MPS wait's stretch term
