@@ -51,8 +51,8 @@ FEATURES = tuple(
     + [f"co_{agg}_{b}" for b in CO_AGG for agg in AGGS]
     + ["n_jobs", "mps_share_load", "mps_wait_cross_us", "queue_load"]
 )
-# The columns the trees see: no sums and no set size, which grow with the set and would leave the
-# training range for sets larger than those measured (but MPS_TREE_LOADS); how much of the GPU the co-runners take enters
+# The columns the trees see: no set size and no sums (but MPS_TREE_LOADS), which grow with the set and would
+# leave the training range for sets larger than those measured; how much of the GPU the co-runners take enters
 # through the contention baseline (colopred.runtime.baseline), and the trees model the ratio of the
 # slowdown to it. The MPS wait and the co-runners' DRAM p25 enter the trees under MPS only: under
 # time-slicing the wait coefficient fits to 0 and the features made partner choices worse.
