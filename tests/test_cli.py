@@ -112,6 +112,21 @@ def test_console_script_no_traceback(tmp_path):
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
 
 
+def test_a_closed_pipe_stops_the_cli_quietly():
+    """``colopred predict ... | head``: the reader is gone before colopred writes, so its first write fails with
+    EPIPE; it exits 1 without an error line or a traceback (stdout is a pipe whose read end is closed)."""
+    import os
+
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run([sys.executable, "-m", "colopred", "predict", str(P1), str(P2), "--mode", "mps", "--json"],
+                           stdout=w, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    finally:
+        os.close(w)
+    assert p.returncode == 1 and p.stderr == "", p.stderr
+
+
 def test_profile_retime(tmp_path, capsys):
     out = tmp_path / "r.json"
     code, _, err = run(capsys, "profile", "retime", P1, "--iter-ms", "12.5", "-o", out)

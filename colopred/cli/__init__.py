@@ -108,11 +108,24 @@ def main(argv: list[str] | None = None) -> int:
     except ColopredError as e:
         err(str(e))
         return e.exit_code
+    except BrokenPipeError:  # the reader went away (``colopred ... | head``): stop quietly, as Unix tools do
+        _silence_stdout()
+        return 1
     except OSError as e:  # a file that cannot be read or written, outside the checks of the commands
         err(f"{e.filename}: {e.strerror}" if e.filename else f"{e.strerror or e}")
         return 2
     except KeyboardInterrupt:
         err("interrupted; completed windows are saved (continue with --resume)" if a.command == "measure" else "interrupted")
         return 130
-    except BrokenPipeError:
-        return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's last flush of a closed pipe does not fail again
+    (the Python documentation's recipe for SIGPIPE, ``signal`` module)."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor behind stdout (captured in tests)
+        pass
