@@ -29,19 +29,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-_WAIT_INPUTS = ("t_busy", "t_log_kernels", "t_log_iter_ms", "co_sum_busy_mps_wait_us", "t_launch_fill", "mps_wait_cross_us")
-
-
 def any_busy_factor(B, X) -> np.ndarray:
     """(1 − Π_k (1 − b_k)) / Σ_k b_k over a row's co-runners, from the co-runners' sum, max and min of busy (exact
     for sets of up to four jobs, whose middle co-runner is sum − max − min)."""
-    n = B._col(X, "n_jobs")
     total, hi, lo = (B._col(X, f"co_{a}_busy") for a in ("sum", "max", "min"))
-    b = [np.clip(v, 0.0, 1.0) for v in (hi, lo, total - hi - lo)]
-    k = np.clip(n - 1, 1, 3)
-    prod = np.where(k == 1, 1 - b[0], np.where(k == 2, (1 - b[0]) * (1 - b[1]), (1 - b[0]) * (1 - b[1]) * (1 - b[2])))
-    tot = np.where(k == 1, b[0], np.where(k == 2, b[0] + b[1], b[0] + b[1] + b[2]))
-    return np.where(tot > 0, (1 - prod) / np.maximum(tot, 1e-9), 1.0)
+    lo = np.where(B._col(X, "n_jobs") > 2, lo, 0.0)  # a pair's one co-runner is both its max and its min
+    b = np.clip(np.stack([hi, lo, total - hi - lo]), 0.0, 1.0)  # an absent co-runner counts as idle: b = 0
+    tot = b.sum(axis=0)
+    return np.where(tot > 0, (1 - np.prod(1 - b, axis=0)) / np.maximum(tot, 1e-9), 1.0)
 
 
 def main() -> int:
@@ -82,7 +77,7 @@ def main() -> int:
             value = float(arg)
 
             def wait_load(X, fill=None, gate=None, kind=kind, value=value):
-                cols = {c: B._col(X, c) for c in _WAIT_INPUTS}
+                cols = {c: B._col(X, c) for c in B._WAIT_COLUMNS}
                 total, longest = cols["co_sum_busy_mps_wait_us"], B._col(X, "co_max_busy_mps_wait_us")
                 cols["co_sum_busy_mps_wait_us"] = (longest + value * (total - longest) if kind == "max"
                                                    else total * any_busy_factor(B, X) ** value)
