@@ -14,6 +14,11 @@ The locked rows are not read. A candidate is worth shipping when it gains more t
 - ``target_share``: busy_j / (busy_j + co_sum_busy), the target's share of the set's GPU demand.
 - ``dram_total``: the set's total DRAM demand / 100.
 - ``load_gate_G``: the contention load L with the target's busy fraction to the power G instead of 1.
+- ``idle_per_launch_us``: (1 − busy_j)·t_j / kernels_j, the target's GPU idle time per launch: small where the job is
+  launch-bound (its host queues kernels during a co-runner's time slice), large where its idle time is a few host
+  phases (a synchronisation, a data-loader wait).
+- ``co_min_log_iter_ms``: log of the shortest solo iteration among the co-runners (in the window): a short co-runner
+  gives the GPU back at its own synchronisation before its time slice ends.
 - with ``--timelines DIR`` (solo timelines, ``datasets/h100/timelines``), host-side structure of the target:
   ``host_sync`` the share of wall time its host waits in CUDA synchronisations, ``idle_long_gaps`` the share of its
   GPU idle time in gaps over 1 ms (a data-loader wait), ``host_launch`` the share of wall time in kernel launches.
@@ -59,6 +64,12 @@ def candidates(d: pd.DataFrame, mode: str) -> dict[str, tuple[str, pd.Series] | 
         "target_share": (EXTRA_SLOT, busy / (busy + co)),
         "dram_total": (EXTRA_SLOT, (d["t_dram_demand"] + d["co_sum_dram_demand"]) / 100),
     }
+    kernels = np.expm1(d["t_log_kernels"]).clip(lower=1.0)
+    out["idle_per_launch_us"] = (EXTRA_SLOT, (1 - busy) * d["solo_ms"] * 1000 / kernels)
+    solo = d.groupby("window_id").apply(lambda w: dict(zip(w["job"], w["solo_ms"])), include_groups=False)
+    out["co_min_log_iter_ms"] = (EXTRA_SLOT, pd.Series(
+        [np.log(min(solo[w][j] for j in s.split("+") if j != job)) for w, s, job in zip(d["window_id"], d["set"], d["job"])],
+        index=d.index))
     b = busy.clip(lower=1e-9)
     for g in (2, 1.5, 0.7, 0.5):  # L = (load) · busy_j^g instead of · busy_j
         if mode == "mps":

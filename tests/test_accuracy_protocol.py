@@ -12,7 +12,7 @@ import pytest
 from colopred.profile import JobProfile
 from colopred.research.dataset import load_dataset
 from colopred.research.profiling_cost import profiling_cost_table
-from colopred.research.protocol import is_locked, locked_architectures, noise_floor
+from colopred.research.protocol import _pays_off_on_repeats, is_locked, locked_architectures, noise_floor, pays_off_repeats
 from colopred.runtime.estimator import SlowdownModel
 from colopred.runtime.features import FEATURES
 
@@ -288,6 +288,27 @@ def test_noise_floor_is_the_error_of_the_mean_of_the_other_repeats(timeslice):
     for i, row in same.iterrows():
         others = same["slowdown"].drop(i)
         assert floor[i] == pytest.approx(abs(others.mean() - row["slowdown"]) / row["slowdown"], rel=1e-12)
+
+
+def test_pays_off_ceiling_compares_each_window_with_the_mean_of_the_set_s_other_windows(timeslice):
+    """pays_off_repeats: per row, whether the mean throughput of its set's other windows agrees with its window's on
+    throughput > 1 (NaN for a set measured once); sets near break-even disagree with their own repeats."""
+    agree = pays_off_repeats(timeslice)
+    windows = timeslice.groupby("window_id")[["set", "throughput"]].first()
+    per_set = windows.groupby("set")["throughput"]
+    for wid, row in windows.sample(60, random_state=0).iterrows():
+        got = agree[timeslice["window_id"] == wid]
+        assert got.nunique(dropna=False) == 1  # one value per window
+        others = per_set.get_group(row["set"]).drop(wid)
+        if others.empty:
+            assert got.isna().all()
+        else:
+            assert got.iloc[0] == float((others.mean() > 1) == (row["throughput"] > 1))
+    assert 0 < agree.mean() < 1  # measured repeats disagree on some sets: the ceiling is below 100%
+    # colopred's agreement on the same windows: a prediction of the measured slowdowns agrees on every window
+    exact = _pays_off_on_repeats(timeslice.assign(pred=timeslice["slowdown"]), agree.to_numpy())
+    assert exact["colopred_pays_off_on_repeated_pct"] == 100.0
+    assert exact["pays_off_ceiling_pct"] == pytest.approx(agree.groupby(timeslice["window_id"]).first().mean() * 100)
 
 
 def test_profiling_cost_table_reads_what_was_recorded():

@@ -14,6 +14,10 @@ others. Every choice made after the lock is made on development rows only (``col
 - Noise floor (:func:`noise_floor`): the MAPE of predicting each measured slowdown by the mean of the other
   measurements of the same job in the same set (same mode), over the split's test rows that were measured more than
   once: the error a model that knew the set's other repeats would make.
+- Pays-off ceiling (:func:`pays_off_repeats`): how often the mean throughput of a set's other measurements agrees with
+  one measurement on whether the set pays off (throughput > 1), over the split's test sets measured more than once,
+  beside colopred's agreement on the same measurements: sets near break-even (two saturating jobs time-sliced) flip
+  from one window to the next, so no predictor agrees with every window.
 """
 
 from __future__ import annotations
@@ -69,6 +73,17 @@ def noise_floor(df: pd.DataFrame) -> pd.Series:
     return (others - df["slowdown"]).abs() / df["slowdown"]
 
 
+def pays_off_repeats(df: pd.DataFrame) -> pd.Series:
+    """Per row: 1 where the mean throughput of the other measurements of its set (one mode's rows) agrees with its
+    window's on whether the set pays off (throughput > 1), 0 where not, NaN for a set measured once."""
+    w = df.groupby("window_id", sort=False)[["set", "throughput"]].first()
+    g = w.groupby("set")["throughput"]
+    count = g.transform("count")
+    others = (g.transform("sum") - w["throughput"]) / (count - 1).where(count > 1)
+    agree = ((others > 1) == (w["throughput"] > 1)).astype(float).where(others.notna())
+    return df["window_id"].map(agree)
+
+
 def protocol_table(ds: Dataset, locked: list[str], modes=("timeslice", "mps"),
                    log: Callable[[str], None] = lambda s: None) -> pd.DataFrame:
     """Development, locked and noise-floor figures of every mode and kind of split (module doc)."""
@@ -80,13 +95,16 @@ def protocol_table(ds: Dataset, locked: list[str], modes=("timeslice", "mps"),
         lk = is_locked(df, locked)
         dev = df[~lk].reset_index(drop=True)
         floor = noise_floor(df).to_numpy()  # a set's repeats are all locked or all development
+        agree = pays_off_repeats(df).to_numpy()
+        dev_agree = pays_off_repeats(dev).groupby(dev["window_id"]).first()
         log(f"  {mode}: development cross-validation ({dev['window_id'].nunique()} sets)")
         t, preds = evaluate_mode(dev, log=log, source=ds.profile_source, baselines=False, timeline=ds.timeline)
         for r in t.to_dict("records"):
             p = preds.loc[preds["split"] == r["split"]]
             rows.append({"mode": mode, "split": r["split"], "figure": "development (CV, development architectures)",
                          **{k: r[k] for k in ("slowdown_mape_pct", "interval_coverage_pct", "delta_mae", "pays_off_agreement_pct", "n_sets")},
-                         **_on_repeats(p["slowdown"].to_numpy(), p["pred"].to_numpy(), _dev_floor(dev, p))})
+                         **_on_repeats(p["slowdown"].to_numpy(), p["pred"].to_numpy(), _dev_floor(dev, p)),
+                         **_pays_off_on_repeats(p, p["window_id"].map(dev_agree).to_numpy())})
         X, s = df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy()
         for kind, te, folds in locked_tests(df, locked):
             pred, iv = np.empty(len(te)), np.empty((len(te), 2))
@@ -101,7 +119,8 @@ def protocol_table(ds: Dataset, locked: list[str], modes=("timeslice", "mps"),
             rows.append({"mode": mode, "split": kind, "figure": "locked (fitted on development, tested on locked sets)",
                          **{k: met[k] for k in ("slowdown_mape_pct", "interval_coverage_pct", "delta_mae", "pays_off_agreement_pct", "n_sets")},
                          **{k: float(np.mean(np.abs(p - s[te]) / s[te]) * 100) for k, p in base.items()},
-                         **_on_repeats(s[te], pred, floor[te])})
+                         **_on_repeats(s[te], pred, floor[te]),
+                         **_pays_off_on_repeats(sub.assign(pred=pred), agree[te])})
     out = pd.DataFrame(rows)
     order = {k: i for i, k in enumerate(SPLITS)}
     return out.sort_values(["mode", "split", "figure"], key=lambda c: c.map(order) if c.name == "split" else c,
@@ -139,6 +158,19 @@ def _dev_floor(dev: pd.DataFrame, preds: pd.DataFrame) -> np.ndarray:
     """:func:`noise_floor` of the development rows a split's predictions cover (``preds`` keeps ``window_id`` and ``job``)."""
     f = dev.assign(floor=noise_floor(dev)).set_index(["window_id", "job"])["floor"]
     return f.reindex(pd.MultiIndex.from_frame(preds[["window_id", "job"]])).to_numpy()
+
+
+def _pays_off_on_repeats(rows: pd.DataFrame, agree: np.ndarray) -> dict[str, float]:
+    """The pays-off ceiling (:func:`pays_off_repeats` of each row, ``agree``) and colopred's pays-off agreement on the
+    same windows (``rows``: window_id, throughput measured, pred of each job), over the windows of sets measured more
+    than once."""
+    w = rows.assign(agree=agree, inv=1.0 / rows["pred"].to_numpy()).groupby("window_id").agg(
+        agree=("agree", "first"), throughput=("throughput", "first"), throughput_pred=("inv", "sum"))
+    w = w[w["agree"].notna()]
+    if w.empty:
+        return {"pays_off_ceiling_pct": float("nan"), "colopred_pays_off_on_repeated_pct": float("nan")}
+    return {"pays_off_ceiling_pct": float(w["agree"].mean() * 100),
+            "colopred_pays_off_on_repeated_pct": float(np.mean((w["throughput_pred"] > 1) == (w["throughput"] > 1)) * 100)}
 
 
 def _on_repeats(measured: np.ndarray, pred: np.ndarray, floor: np.ndarray) -> dict[str, float]:

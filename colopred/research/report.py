@@ -213,7 +213,7 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         figs.append("placement.png")
         write_csv_atomic(placement.drop(columns=["colopred_placement"]), out / "placement.csv", index=False)
     if protocol is not None and not protocol.empty:
-        lines += ["## Honest protocol: locked split, development figures, noise floors", "",
+        lines += ["## Honest protocol: locked split, development figures, noise floors, pays-off ceiling", "",
                   "`datasets/h100/locked_split.json` (`scripts/lock_split.py`) locks architectures drawn by a seeded rule "
                   "stratified by family, before the interval calibration was chosen; the choices made after it were made on "
                   "the development rows (sets without a locked architecture) only (`colopred/constants.py` says which). "
@@ -234,7 +234,10 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
                   "random sample: host-bound jobs and cross-machine checks were repeated on purpose (data card, \"Noise\"). "
                   "Across machines a slowdown moves with the job's solo time, which the model sees, so this floor overstates "
                   "the noise of a label (`reports/h100/noise/README.md`: one GPU, one run, 1.1% for saturating jobs, 3–5% for "
-                  "host-bound ones).", "",
+                  "host-bound ones). Pays-off ceiling: how often the mean throughput of a set's other measurements agrees "
+                  "with one measurement on whether the set pays off (throughput > 1), over the test sets measured more than "
+                  "once, beside colopred's agreement on the same measurements: a set near break-even (two saturating jobs "
+                  "time-sliced) pays off in one window and not in the next.", "",
                   md_table(protocol), ""]
         write_csv_atomic(protocol, out / "protocol.csv", index=False)
     if sensitivity is not None and not sensitivity.empty:
