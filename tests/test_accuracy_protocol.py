@@ -614,3 +614,16 @@ def test_the_reports_interval_sentence_follows_each_sources_growth_and_scale(mon
     ncu, nvml = report.interval_scaling_text("ncu"), report.interval_scaling_text("nvml")
     assert "not widened" in ncu and "c = -1 (timeslice host-bound)" in ncu and "a =" not in ncu
     assert "max(1, B/(m − 1))^a" in nvml and "a = 0.25 (mps host-bound)" in nvml and "p̂^c" not in nvml
+
+
+def test_the_report_counts_the_relabelled_sets_of_each_mode():
+    """report.relabel_note: the sets re-measured under relabel/ per mode (a set relabelled in both modes counts in each)."""
+    from colopred.research.report import relabel_note
+
+    ds = load_dataset(DATA)
+    r = ds.rows[ds.rows["relabelled"]]
+    note = relabel_note(ds)
+    for mode, name in (("timeslice", "time-slicing"), ("mps", "MPS")):
+        n = r.loc[r["mode"] == mode, "set"].nunique()
+        assert n > 0 and f"{n} {name}" in note
+    assert relabel_note(load_dataset(DATA, relabel=False)) == ""

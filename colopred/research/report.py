@@ -60,9 +60,15 @@ def relabel_note(ds: Dataset) -> str:
     if not ds.relabelled:
         return ""
     r = ds.rows[ds.rows["relabelled"]]
-    return (f" Time-slicing labels of the {r['set'].nunique()} sets re-measured under `relabel/` are the mean of their "
+    sets = r.groupby("mode")["set"].nunique()
+    counts = " and ".join(f"{sets[m]} {MODE_NAMES.get(m, m)}" for m in sets.index)
+    return (f" The labels of the {counts} sets re-measured under `relabel/` are the mean of their "
             f"windows in one run ({len(r)} rows, {r['windows'].mean():.1f} windows each on average), replacing their campaigns' "
-            "windows; a relabelled row counts as one measurement of its set wherever repeats are compared (noise floors).")
+            "windows in that mode; a relabelled row counts as one measurement of its set wherever repeats are compared "
+            "(noise floors).")
+
+
+MODE_NAMES = {"timeslice": "time-slicing", "mps": "MPS"}
 
 
 _GROWTH_FORMULA = {"beyond_size": "((n − 1)/(m − 1))^a", "beyond_load": "max(1, B/(m − 1))^a (B the co-runners' summed busy fraction)"}
