@@ -55,6 +55,10 @@ def placement_summary(placement: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+MODE_NAMES = {"timeslice": "time-slicing", "mps": "MPS"}
+"""How the report names each sharing mode in its prose."""
+
+
 def relabel_note(ds: Dataset) -> str:
     """The report's sentence on relabelled rows (``dataset.relabelled_rows``); empty where the labels are the windows'."""
     if not ds.relabelled:
@@ -66,9 +70,6 @@ def relabel_note(ds: Dataset) -> str:
             f"windows in one run ({len(r)} rows, {r['windows'].mean():.1f} windows each on average), replacing their campaigns' "
             "windows in that mode; a relabelled row counts as one measurement of its set wherever repeats are compared "
             "(noise floors).")
-
-
-MODE_NAMES = {"timeslice": "time-slicing", "mps": "MPS"}
 
 
 _GROWTH_FORMULA = {"beyond_size": "((n − 1)/(m − 1))^a", "beyond_load": "max(1, B/(m − 1))^a (B the co-runners' summed busy fraction)"}
