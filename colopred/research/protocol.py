@@ -73,15 +73,19 @@ def noise_floor(df: pd.DataFrame) -> pd.Series:
     return (others - df["slowdown"]).abs() / df["slowdown"]
 
 
-def pays_off_repeats(df: pd.DataFrame) -> pd.Series:
-    """Per row: 1 where the mean throughput of the other measurements of its set (one mode's rows) agrees with its
-    window's on whether the set pays off (throughput > 1), 0 where not, NaN for a set measured once."""
+def _window_agreement(df: pd.DataFrame) -> pd.Series:
+    """:func:`pays_off_repeats` per window (indexed by ``window_id``)."""
     w = df.groupby("window_id", sort=False)[["set", "throughput"]].first()
     g = w.groupby("set")["throughput"]
     count = g.transform("count")
     others = (g.transform("sum") - w["throughput"]) / (count - 1).where(count > 1)
-    agree = ((others > 1) == (w["throughput"] > 1)).astype(float).where(others.notna())
-    return df["window_id"].map(agree)
+    return ((others > 1) == (w["throughput"] > 1)).astype(float).where(others.notna())
+
+
+def pays_off_repeats(df: pd.DataFrame) -> pd.Series:
+    """Per row: 1 where the mean throughput of the other measurements of its set (one mode's rows) agrees with its
+    window's on whether the set pays off (throughput > 1), 0 where not, NaN for a set measured once."""
+    return df["window_id"].map(_window_agreement(df))
 
 
 def protocol_table(ds: Dataset, locked: list[str], modes=("timeslice", "mps"),
@@ -95,8 +99,7 @@ def protocol_table(ds: Dataset, locked: list[str], modes=("timeslice", "mps"),
         lk = is_locked(df, locked)
         dev = df[~lk].reset_index(drop=True)
         floor = noise_floor(df).to_numpy()  # a set's repeats are all locked or all development
-        agree = pays_off_repeats(df).to_numpy()
-        dev_agree = pays_off_repeats(dev).groupby(dev["window_id"]).first()
+        agree = _window_agreement(df)  # per window; likewise all locked or all development
         log(f"  {mode}: development cross-validation ({dev['window_id'].nunique()} sets)")
         t, preds = evaluate_mode(dev, log=log, source=ds.profile_source, baselines=False, timeline=ds.timeline)
         for r in t.to_dict("records"):
@@ -104,7 +107,7 @@ def protocol_table(ds: Dataset, locked: list[str], modes=("timeslice", "mps"),
             rows.append({"mode": mode, "split": r["split"], "figure": "development (CV, development architectures)",
                          **{k: r[k] for k in ("slowdown_mape_pct", "interval_coverage_pct", "delta_mae", "pays_off_agreement_pct", "n_sets")},
                          **_on_repeats(p["slowdown"].to_numpy(), p["pred"].to_numpy(), _dev_floor(dev, p)),
-                         **_pays_off_on_repeats(p, p["window_id"].map(dev_agree).to_numpy())})
+                         **_pays_off_on_repeats(p, p["window_id"].map(agree).to_numpy())})
         X, s = df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy()
         for kind, te, folds in locked_tests(df, locked):
             pred, iv = np.empty(len(te)), np.empty((len(te), 2))
@@ -120,7 +123,7 @@ def protocol_table(ds: Dataset, locked: list[str], modes=("timeslice", "mps"),
                          **{k: met[k] for k in ("slowdown_mape_pct", "interval_coverage_pct", "delta_mae", "pays_off_agreement_pct", "n_sets")},
                          **{k: float(np.mean(np.abs(p - s[te]) / s[te]) * 100) for k, p in base.items()},
                          **_on_repeats(s[te], pred, floor[te]),
-                         **_pays_off_on_repeats(sub.assign(pred=pred), agree[te])})
+                         **_pays_off_on_repeats(sub.assign(pred=pred), sub["window_id"].map(agree).to_numpy())})
     out = pd.DataFrame(rows)
     order = {k: i for i, k in enumerate(SPLITS)}
     return out.sort_values(["mode", "split", "figure"], key=lambda c: c.map(order) if c.name == "split" else c,
