@@ -6,7 +6,9 @@ rows; the shipped model is the reference. Cross-validation on the development ro
 (sets without an architecture of ``locked_split.json``): leave-architecture-out, pairs -> triples and pairs and triples
 -> four-job sets, point models,
 the mean over ``--seeds`` tree seeds, both modes; MAPE over all rows and over host-bound targets (busy < 0.8).
-The locked rows are not read. A candidate is worth shipping when it gains more than the seeds' spread
+The locked rows are not read, except by ``--locked``: the one test of a candidate that passed on the development
+rows, fitted on the development rows and tested on the locked sets as ``protocol.locked_tests`` does (point models,
+the same seeds). A candidate is worth shipping when it gains more than the seeds' spread
 (``colopred/constants.py``: MPS 0.19 points, time-slicing 0.07) without losing on the splits that test larger sets.
 
 - ``co_demand``: co_sum_busy / (1 + co_sum_busy), the co-runners' GPU demand, bounded so that larger sets stay in
@@ -21,9 +23,13 @@ The locked rows are not read. A candidate is worth shipping when it gains more t
   gives the GPU back at its own synchronisation before its time slice ends.
 - with ``--timelines DIR`` (solo timelines, ``datasets/h100/timelines``), host-side structure of the target:
   ``host_sync`` the share of wall time its host waits in CUDA synchronisations, ``idle_long_gaps`` the share of its
-  GPU idle time in gaps over 1 ms (a data-loader wait), ``host_launch`` the share of wall time in kernel launches.
+  GPU idle time in gaps over 1 ms (a data-loader wait), ``host_launch`` the share of wall time in kernel launches,
+  ``release_per_ms`` the GPU idle gaps over ``RELEASE_GAP_US`` per ms of GPU span (each one a point where time-slicing
+  may hand the GPU to a co-runner for a whole slice before the job's next kernel).
 
   PYTHONPATH=. python scripts/dev_features.py [--data datasets/h100] [--seeds 3] [--timelines DIR]   # ~3 min on 2 cores
+  PYTHONPATH=. python scripts/dev_features.py --timelines datasets/h100/timelines --bias-rank   # RELEASE_GAP_US
+  PYTHONPATH=. python scripts/dev_features.py --timelines datasets/h100/timelines --candidates shipped,release_per_ms --locked
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from colopred.measurement.profiling.timeline import read_timeline  # noqa: E402
 from colopred.research.dataset import load_dataset  # noqa: E402
 from colopred.research.evaluation import mape_pct, splits  # noqa: E402
 from colopred.research.noise import HOST_BOUND_BUSY  # noqa: E402
-from colopred.research.protocol import LOCKED_KINDS, is_locked, locked_architectures  # noqa: E402
+from colopred.research.protocol import LOCKED_KINDS, is_locked, locked_architectures, locked_tests  # noqa: E402
 from colopred.runtime.estimator import SlowdownModel  # noqa: E402
 from colopred.runtime.features import FEATURES, model_features  # noqa: E402
 
@@ -82,34 +88,94 @@ def candidates(d: pd.DataFrame, mode: str) -> dict[str, tuple[str, pd.Series] | 
 LONG_GAP_US = 1000.0
 """A GPU idle gap longer than this is a wait for something other than the next launch (``idle_long_gaps``)."""
 
+RELEASE_GAP_US = 500.0
+"""A GPU idle gap longer than this gives a time-slicing co-runner the GPU (``release_per_ms``): of
+``RELEASE_GAP_CHOICES_US``, the one whose per-job count ranks the time-slicing leave-arch bias best (``--bias-rank``:
+Spearman 0.28 against 0.07–0.11, development rows, data hash f8fa3330226e4355)."""
+
+RELEASE_GAP_CHOICES_US = (5.0, 20.0, 100.0, 500.0)
+
+
+def kernel_gaps_us(tl: pd.DataFrame) -> tuple[np.ndarray, float]:
+    """The GPU's idle gaps between a timeline's kernels (> 0 µs) and the span from the first kernel's start to the
+    last one's end (µs)."""
+    k = tl[tl["kind"] == "kernel"].sort_values("start_us")
+    start = k["start_us"].to_numpy(float)
+    reach = np.maximum.accumulate(start + k["dur_us"].to_numpy(float))
+    gaps = start[1:] - reach[:-1]
+    return gaps[gaps > 0], float(reach[-1] - start[0])
+
+
+def release_counts(tl: pd.DataFrame, thresholds_us=RELEASE_GAP_CHOICES_US) -> dict[float, float]:
+    """GPU idle gaps longer than each threshold, per ms of the timeline's GPU span."""
+    gaps, span_us = kernel_gaps_us(tl)
+    return {t: float((gaps > t).sum()) / (span_us / 1000) for t in thresholds_us}
+
+
+def bias_rank(dev: pd.DataFrame, tdir: Path) -> pd.DataFrame:
+    """Per job, the mean relative error of the shipped time-slicing model under leave-architecture-out (seed 0), and
+    the Spearman rank correlation of that bias with each threshold's release count."""
+    X, s = dev[list(FEATURES)].to_numpy(), dev["slowdown"].to_numpy()
+    p = np.full(len(dev), np.nan)
+    for _, tr, te in splits(dev, "leave-arch"):
+        m = SlowdownModel(mode="timeslice", params={"random_state": 0}, interval=False, calibrate=False)
+        p[te] = m.fit(X[tr], s[tr]).predict(X[te])
+    bias = pd.Series(p / s - 1, index=dev.index).groupby(dev["job"]).mean()
+    counts = pd.DataFrame({j: release_counts(read_timeline(tdir / f"{j}.timeline.csv.gz")) for j in bias.index}).T
+    return pd.DataFrame({"gap_us": counts.columns,
+                         "spearman_with_bias": [round(bias.corr(counts[t], method="spearman"), 2) for t in counts]})
+
 
 def host_structure(path: Path) -> dict[str, float]:
     """The host-side shares of a solo timeline (module doc), from its kernels and runtime calls."""
     tl = read_timeline(path)
     span = float((tl["start_us"] + tl["dur_us"]).max())
-    k = tl[tl["kind"] == "kernel"].sort_values("start_us")
-    start = k["start_us"].to_numpy(float)
-    reach = np.maximum.accumulate(start + k["dur_us"].to_numpy(float))
-    gaps = start[1:] - reach[:-1]
-    gaps = gaps[gaps > 0]
+    gaps, _ = kernel_gaps_us(tl)
     rt = tl[tl["kind"] == "runtime"]
     return {"host_sync": float(rt.loc[rt["name"].str.contains("Synchronize"), "dur_us"].sum()) / span,
             "idle_long_gaps": float(gaps[gaps > LONG_GAP_US].sum() / gaps.sum()) if gaps.sum() > 0 else 0.0,
-            "host_launch": float(rt.loc[rt["name"].str.startswith("cudaLaunch"), "dur_us"].sum()) / span}
+            "host_launch": float(rt.loc[rt["name"].str.startswith("cudaLaunch"), "dur_us"].sum()) / span,
+            "release_per_ms": release_counts(tl, (RELEASE_GAP_US,))[RELEASE_GAP_US]}
 
 
 def timeline_candidates(d: pd.DataFrame, tdir: Path) -> dict[str, tuple[str, pd.Series]]:
     per_job = {j: host_structure(tdir / f"{j}.timeline.csv.gz") for j in d["job"].unique()}
-    return {name: (EXTRA_SLOT, d["job"].map(lambda j, n=name: per_job[j][n])) for name in ("host_sync", "idle_long_gaps", "host_launch")}
+    return {name: (EXTRA_SLOT, d["job"].map(lambda j, n=name: per_job[j][n])) for name in ("host_sync", "idle_long_gaps", "host_launch", "release_per_ms")}
 
 
-def evaluate(dev: pd.DataFrame, mode: str, column: str | None, values: pd.Series | None, seeds: int) -> dict[str, float]:
-    X = dev[list(FEATURES)].to_numpy().copy()
+def _inputs(d: pd.DataFrame, mode: str, column: str | None, values: pd.Series | None) -> tuple[np.ndarray, list[str]]:
+    """The feature matrix of ``d`` with the candidate written in, and the tree features that read it."""
+    X = d[list(FEATURES)].to_numpy().copy()
     feats = list(model_features(mode))
     if column is not None:
         X[:, FEATURES.index(column)] = values.to_numpy()
         if column == EXTRA_SLOT:
             feats.append(EXTRA_SLOT)
+    return X, feats
+
+
+def evaluate_locked(df: pd.DataFrame, locked: list[str], mode: str, column: str | None, values: pd.Series | None,
+                    seeds: int) -> dict[str, float]:
+    """MAPE of each locked figure (``protocol.locked_tests``) with the candidate, mean over tree seeds."""
+    X, feats = _inputs(df, mode, column, values)
+    s = df["slowdown"].to_numpy()
+    out: dict[str, float] = {}
+    for kind, te, folds in locked_tests(df, locked):
+        folds = list(folds)
+        runs = []
+        for seed in range(seeds):
+            p = np.empty(len(te))
+            for pos, fit_rows in folds:
+                m = SlowdownModel(mode=mode, features=feats, params={"random_state": seed}, interval=False,
+                                  calibrate=False)
+                p[pos] = m.fit(X[fit_rows], s[fit_rows]).predict(X[te[pos]])
+            runs.append(mape_pct(s[te], p))
+        out[f"locked {kind} MAPE %"] = float(np.mean(runs))
+    return out
+
+
+def evaluate(dev: pd.DataFrame, mode: str, column: str | None, values: pd.Series | None, seeds: int) -> dict[str, float]:
+    X, feats = _inputs(dev, mode, column, values)
     s = dev["slowdown"].to_numpy()
     host = dev["t_busy"].lt(HOST_BOUND_BUSY).to_numpy()
     out: dict[str, float] = {}
@@ -135,17 +201,26 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--timelines", help="solo timelines of the jobs: also try the host-side candidates")
     ap.add_argument("--candidates", help="comma-separated names to try (default: all)")
+    ap.add_argument("--locked", action="store_true",
+                    help="test the candidates once on the locked sets (fitted on the development rows) instead")
+    ap.add_argument("--bias-rank", action="store_true",
+                    help="with --timelines: only rank the time-slicing leave-arch bias per job by the release counts")
     a = ap.parse_args()
     ds = load_dataset(a.data)
     locked = locked_architectures(a.data)
+    if a.bias_rank:
+        df = ds.for_mode("timeslice")
+        print(bias_rank(df[~is_locked(df, locked)].reset_index(drop=True), Path(a.timelines)).to_string(index=False))
+        return
     rows = []
     for mode in MODES:
-        df = ds.for_mode(mode)
-        dev = df[~is_locked(df, locked)].reset_index(drop=True)
-        cands = candidates(dev, mode) | (timeline_candidates(dev, Path(a.timelines)) if a.timelines else {})
+        df = ds.for_mode(mode).reset_index(drop=True)
+        rows_of = df if a.locked else df[~is_locked(df, locked)].reset_index(drop=True)
+        cands = candidates(rows_of, mode) | (timeline_candidates(rows_of, Path(a.timelines)) if a.timelines else {})
         keep = set(a.candidates.split(",")) if a.candidates else set(cands)
         for name, cand in ((n, c) for n, c in cands.items() if n in keep):
-            r = evaluate(dev, mode, *(cand or (None, None)), seeds=a.seeds)
+            r = (evaluate_locked(df, locked, mode, *(cand or (None, None)), seeds=a.seeds) if a.locked
+                 else evaluate(rows_of, mode, *(cand or (None, None)), seeds=a.seeds))
             rows.append({"mode": mode, "candidate": name, **{k: round(v, 2) for k, v in r.items()}})
             print(rows[-1], flush=True)
     print(pd.DataFrame(rows).to_string(index=False))
