@@ -106,22 +106,20 @@ def kernel_gaps_us(tl: pd.DataFrame) -> tuple[np.ndarray, float]:
     return gaps[gaps > 0], float(reach[-1] - start[0])
 
 
-def release_counts(tl: pd.DataFrame, thresholds_us=RELEASE_GAP_CHOICES_US) -> dict[float, float]:
-    """GPU idle gaps longer than each threshold, per ms of the timeline's GPU span."""
-    gaps, span_us = kernel_gaps_us(tl)
-    return {t: float((gaps > t).sum()) / (span_us / 1000) for t in thresholds_us}
+def release_counts(gaps_us: np.ndarray, span_us: float, thresholds_us=RELEASE_GAP_CHOICES_US) -> dict[float, float]:
+    """GPU idle gaps longer than each threshold, per ms of GPU span (the pair :func:`kernel_gaps_us` returns)."""
+    return {t: float((gaps_us > t).sum()) / (span_us / 1000) for t in thresholds_us}
 
 
 def bias_rank(dev: pd.DataFrame, tdir: Path) -> pd.DataFrame:
     """Per job, the mean relative error of the shipped time-slicing model under leave-architecture-out (seed 0), and
     the Spearman rank correlation of that bias with each threshold's release count."""
-    X, s = dev[list(FEATURES)].to_numpy(), dev["slowdown"].to_numpy()
-    p = np.full(len(dev), np.nan)
-    for _, tr, te in splits(dev, "leave-arch"):
-        m = SlowdownModel(mode="timeslice", params={"random_state": 0}, interval=False, calibrate=False)
-        p[te] = m.fit(X[tr], s[tr]).predict(X[te])
+    X, feats = _inputs(dev, "timeslice", None, None)
+    s = dev["slowdown"].to_numpy()
+    p = _cv_predictions(dev, X, s, "timeslice", feats, "leave-arch", seed=0)
     bias = pd.Series(p / s - 1, index=dev.index).groupby(dev["job"]).mean()
-    counts = pd.DataFrame({j: release_counts(read_timeline(tdir / f"{j}.timeline.csv.gz")) for j in bias.index}).T
+    counts = pd.DataFrame({j: release_counts(*kernel_gaps_us(read_timeline(tdir / f"{j}.timeline.csv.gz")))
+                           for j in bias.index}).T
     return pd.DataFrame({"gap_us": counts.columns,
                          "spearman_with_bias": [round(bias.corr(counts[t], method="spearman"), 2) for t in counts]})
 
@@ -130,12 +128,12 @@ def host_structure(path: Path) -> dict[str, float]:
     """The host-side shares of a solo timeline (module doc), from its kernels and runtime calls."""
     tl = read_timeline(path)
     span = float((tl["start_us"] + tl["dur_us"]).max())
-    gaps, _ = kernel_gaps_us(tl)
+    gaps, gpu_span_us = kernel_gaps_us(tl)
     rt = tl[tl["kind"] == "runtime"]
     return {"host_sync": float(rt.loc[rt["name"].str.contains("Synchronize"), "dur_us"].sum()) / span,
             "idle_long_gaps": float(gaps[gaps > LONG_GAP_US].sum() / gaps.sum()) if gaps.sum() > 0 else 0.0,
             "host_launch": float(rt.loc[rt["name"].str.startswith("cudaLaunch"), "dur_us"].sum()) / span,
-            "release_per_ms": release_counts(tl, (RELEASE_GAP_US,))[RELEASE_GAP_US]}
+            "release_per_ms": release_counts(gaps, gpu_span_us, (RELEASE_GAP_US,))[RELEASE_GAP_US]}
 
 
 def timeline_candidates(d: pd.DataFrame, tdir: Path) -> dict[str, tuple[str, pd.Series]]:
@@ -154,6 +152,22 @@ def _inputs(d: pd.DataFrame, mode: str, column: str | None, values: pd.Series | 
     return X, feats
 
 
+def _point_predict(mode: str, feats: list[str], seed: int, X: np.ndarray, s: np.ndarray, fit_rows: np.ndarray,
+                   test_rows: np.ndarray) -> np.ndarray:
+    """A point model (no interval) of tree seed ``seed`` fitted on ``fit_rows``, predicting ``test_rows``."""
+    m = SlowdownModel(mode=mode, features=feats, params={"random_state": seed}, interval=False, calibrate=False)
+    return m.fit(X[fit_rows], s[fit_rows]).predict(X[test_rows])
+
+
+def _cv_predictions(d: pd.DataFrame, X: np.ndarray, s: np.ndarray, mode: str, feats: list[str], kind: str,
+                    seed: int) -> np.ndarray:
+    """Each row's prediction under the split ``kind`` of ``d`` (NaN where no fold tests it)."""
+    p = np.full(len(d), np.nan)
+    for _, tr, te in splits(d, kind):
+        p[te] = _point_predict(mode, feats, seed, X, s, tr, te)
+    return p
+
+
 def evaluate_locked(df: pd.DataFrame, locked: list[str], mode: str, column: str | None, values: pd.Series | None,
                     seeds: int) -> dict[str, float]:
     """MAPE of each locked figure (``protocol.locked_tests``) with the candidate, mean over tree seeds."""
@@ -166,9 +180,7 @@ def evaluate_locked(df: pd.DataFrame, locked: list[str], mode: str, column: str 
         for seed in range(seeds):
             p = np.empty(len(te))
             for pos, fit_rows in folds:
-                m = SlowdownModel(mode=mode, features=feats, params={"random_state": seed}, interval=False,
-                                  calibrate=False)
-                p[pos] = m.fit(X[fit_rows], s[fit_rows]).predict(X[te[pos]])
+                p[pos] = _point_predict(mode, feats, seed, X, s, fit_rows, te[pos])
             runs.append(mape_pct(s[te], p))
         out[f"locked {kind} MAPE %"] = float(np.mean(runs))
     return out
@@ -182,11 +194,7 @@ def evaluate(dev: pd.DataFrame, mode: str, column: str | None, values: pd.Series
     for kind in KINDS:
         all_, hb = [], []
         for seed in range(seeds):
-            p = np.full(len(dev), np.nan)
-            for _, tr, te in splits(dev, kind):
-                m = SlowdownModel(mode=mode, features=feats, params={"random_state": seed}, interval=False,
-                                  calibrate=False)
-                p[te] = m.fit(X[tr], s[tr]).predict(X[te])
+            p = _cv_predictions(dev, X, s, mode, feats, kind, seed)
             ok = ~np.isnan(p)
             all_.append(mape_pct(s, p))
             hb.append(mape_pct(s[host & ok], p[host & ok]))
