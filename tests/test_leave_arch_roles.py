@@ -1,0 +1,53 @@
+"""The per-architecture table of scripts/leave_arch_roles.py: how much of the leave-arch error is each unseen job's
+own bias."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from .conftest import load_script
+
+study = load_script("leave_arch_roles")
+
+
+def _rows(errors: dict[str, list[float]], mode="mps", role="target unseen"):
+    """Rows of the study's shape: job 'a-bN' of architecture 'a', signed errors in %."""
+    out = []
+    for job, errs in errors.items():
+        e = np.asarray(errs, float)
+        out.append(pd.DataFrame({"held_out": job.split("-")[0], "job": job, "role": role, "error_pct": e,
+                                 "ape_pct": np.abs(e), "covered": np.abs(e) < 5, "mode": mode}))
+    return pd.concat(out, ignore_index=True)
+
+
+def test_a_constant_offset_per_job_is_all_bias():
+    rows = _rows({"alpha-b1": [8.0, 8.0, 8.0], "beta-b1": [-4.0, -4.0]})
+    assert np.allclose(study.without_job_bias(rows), 0.0)
+    table = study.by_architecture(rows).set_index("held_out")
+    assert table.loc["alpha", "slowdown_mape_pct"] == pytest.approx(8.0)
+    assert table.loc["beta", "mean_error_pct"] == pytest.approx(-4.0)
+    assert (table["mape_without_job_bias_pct"] == 0).all()
+    # worst architecture first
+    assert list(table.index) == ["alpha", "beta"]
+
+
+def test_scatter_around_zero_is_not_bias_and_jobs_are_debiased_apart():
+    rows = _rows({"alpha-b1": [6.0, -6.0], "alpha-b2": [10.0, 14.0]})
+    # alpha-b1 has no bias (|±6| stays 6), alpha-b2 a bias of 12 (|−2|, |2| remain)
+    assert list(study.without_job_bias(rows)) == pytest.approx([6.0, 6.0, 2.0, 2.0])
+    row = study.by_architecture(rows).iloc[0]
+    assert row["jobs"] == 2 and row["rows"] == 4
+    assert row["slowdown_mape_pct"] == pytest.approx(9.0)
+    assert row["mape_without_job_bias_pct"] == pytest.approx(4.0)
+    assert row["interval_coverage_pct"] == pytest.approx(0.0)
+
+
+def test_only_unseen_targets_enter_the_table_and_modes_stay_apart():
+    rows = pd.concat([_rows({"alpha-b1": [3.0]}, mode="mps"), _rows({"alpha-b1": [-7.0]}, mode="timeslice"),
+                      _rows({"beta-b1": [50.0]}, role="co-runner unseen")], ignore_index=True)
+    table = study.by_architecture(rows)
+    assert set(table["held_out"]) == {"alpha"}
+    by_mode = table.set_index("mode")["mean_error_pct"]
+    assert by_mode["mps"] == pytest.approx(3.0) and by_mode["timeslice"] == pytest.approx(-7.0)
+    # a job's bias is per mode: each mode's single row is its own bias
+    assert np.allclose(study.without_job_bias(rows[rows["role"] == "target unseen"]), 0.0)
