@@ -51,3 +51,20 @@ def test_only_unseen_targets_enter_the_table_and_modes_stay_apart():
     assert by_mode["mps"] == pytest.approx(3.0) and by_mode["timeslice"] == pytest.approx(-7.0)
     # a job's bias is per mode: each mode's single row is its own bias
     assert np.allclose(study.without_job_bias(rows[rows["role"] == "target unseen"]), 0.0)
+
+
+def test_one_measured_row_removes_a_constant_offset_and_leaves_the_scatter():
+    rows = _rows({"alpha-b1": [10.0, 10.0, 10.0], "beta-b1": [0.0, 21.0]})
+    one = study.one_shot_ape(rows)
+    # a constant +10% is removed exactly by any other row's ratio
+    assert np.allclose(one[:3], 0.0)
+    # beta: scaled by the other row, 1/1.21 − 1 and 1.21/1 − 1
+    assert list(one[3:]) == pytest.approx([100 * (1 - 1 / 1.21), 21.0])
+    row = study.by_architecture(rows).set_index("held_out").loc["beta"]
+    assert row["mape_one_measured_pct"] == pytest.approx((100 * (1 - 1 / 1.21) + 21.0) / 2, abs=0.01)  # table rounds to 0.01
+
+
+def test_a_job_of_one_row_has_no_one_shot_figure():
+    rows = _rows({"alpha-b1": [5.0], "beta-b1": [2.0, 4.0]})
+    one = study.one_shot_ape(rows)
+    assert np.isnan(one[0]) and not np.isnan(one[1:]).any()
