@@ -23,7 +23,7 @@ def _rows(errors: dict[str, list[float]], mode="mps", role="target unseen"):
 def test_a_constant_offset_per_job_is_all_bias():
     rows = _rows({"alpha-b1": [8.0, 8.0, 8.0], "beta-b1": [-4.0, -4.0]})
     assert np.allclose(study.without_job_bias(rows), 0.0)
-    table = study.by_architecture(rows).set_index("held_out")
+    table = study.by_architecture(study.target_rows(rows)).set_index("held_out")
     assert table.loc["alpha", "slowdown_mape_pct"] == pytest.approx(8.0)
     assert table.loc["beta", "mean_error_pct"] == pytest.approx(-4.0)
     assert (table["mape_without_job_bias_pct"] == 0).all()
@@ -35,7 +35,7 @@ def test_scatter_around_zero_is_not_bias_and_jobs_are_debiased_apart():
     rows = _rows({"alpha-b1": [6.0, -6.0], "alpha-b2": [10.0, 14.0]})
     # alpha-b1 has no bias (|±6| stays 6), alpha-b2 a bias of 12 (|−2|, |2| remain)
     assert list(study.without_job_bias(rows)) == pytest.approx([6.0, 6.0, 2.0, 2.0])
-    row = study.by_architecture(rows).iloc[0]
+    row = study.by_architecture(study.target_rows(rows)).iloc[0]
     assert row["jobs"] == 2 and row["rows"] == 4
     assert row["slowdown_mape_pct"] == pytest.approx(9.0)
     assert row["mape_without_job_bias_pct"] == pytest.approx(4.0)
@@ -45,7 +45,7 @@ def test_scatter_around_zero_is_not_bias_and_jobs_are_debiased_apart():
 def test_only_unseen_targets_enter_the_table_and_modes_stay_apart():
     rows = pd.concat([_rows({"alpha-b1": [3.0]}, mode="mps"), _rows({"alpha-b1": [-7.0]}, mode="timeslice"),
                       _rows({"beta-b1": [50.0]}, role="co-runner unseen")], ignore_index=True)
-    table = study.by_architecture(rows)
+    table = study.by_architecture(study.target_rows(rows))
     assert set(table["held_out"]) == {"alpha"}
     by_mode = table.set_index("mode")["mean_error_pct"]
     assert by_mode["mps"] == pytest.approx(3.0) and by_mode["timeslice"] == pytest.approx(-7.0)
@@ -60,7 +60,7 @@ def test_one_measured_row_removes_a_constant_offset_and_leaves_the_scatter():
     assert np.allclose(one[:3], 0.0)
     # beta: scaled by the other row, 1/1.21 − 1 and 1.21/1 − 1
     assert list(one[3:]) == pytest.approx([100 * (1 - 1 / 1.21), 21.0])
-    row = study.by_architecture(rows).set_index("held_out").loc["beta"]
+    row = study.by_architecture(study.target_rows(rows)).set_index("held_out").loc["beta"]
     assert row["mape_one_measured_pct"] == pytest.approx((100 * (1 - 1 / 1.21) + 21.0) / 2, abs=0.01)  # table rounds to 0.01
 
 
