@@ -25,6 +25,13 @@ after that look at the ncu development rows, with its rule: each design takes it
 cells (mode, class, split, number of saturating co-runners: busy ≥ ``HOST_BOUND_BUSY``), the unevenness a pooled
 coverage hides.
 
+**Hysteresis** (fixed before the MPS relabel chunks 21–23 were looked at): the two growths' objectives differed by
+0.1–0.6 points and the winner flipped with nearly every batch of relabelled sets, each flip moving every interval of
+larger sets. The growth in use (``constants.INTERVAL_SCALE_OF_SOURCE``) now stays unless the other's objective is
+lower by more than one bootstrap standard error of the difference (``BOOTSTRAP_DRAWS`` draws of the development sets
+with replacement, each design at its chosen a's, seed ``BOOTSTRAP_SEED``) — the same one-standard-error bar the a's
+clear.
+
   PYTHONPATH=. python scripts/dev_size_exponent.py [--data datasets/h100] [--profiles ncu] [--out FOLDER]
 
 Writes ``coverage.csv`` (each design, a, mode, class, split) and ``cells.csv`` (the design objective's cells).
@@ -43,7 +50,12 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from colopred.constants import HOST_BOUND_BUSY, INTERVAL_COVERAGE, INTERVAL_SIZE_EXPONENT  # noqa: E402
+from colopred.constants import (  # noqa: E402
+    HOST_BOUND_BUSY,
+    INTERVAL_COVERAGE,
+    INTERVAL_SCALE_OF_SOURCE,
+    INTERVAL_SIZE_EXPONENT,
+)
 from colopred.io import write_csv_atomic, write_text_atomic  # noqa: E402
 from colopred.research.dataset import load_dataset  # noqa: E402
 from colopred.research.evaluation import evaluate_mode  # noqa: E402
@@ -55,6 +67,8 @@ GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 SCALES = ("beyond_size", "beyond_load")
 MODES = ("timeslice", "mps")
 TRAINED_UP_TO = {"pairs->triples": 2, "pairs+triples->quads": 3}  # the largest set size each split trains on
+BOOTSTRAP_DRAWS = 1000  # draws of the development sets for the SE of the objectives' difference (its SE within ~3%)
+BOOTSTRAP_SEED = 0
 
 
 def dev_predictions(ds, log=print) -> pd.DataFrame:
@@ -128,6 +142,41 @@ def design_objective(cells: pd.DataFrame) -> pd.Series:
     return (miss * cells["rows"]).groupby(cells["scale"]).sum() / cells.groupby("scale")["rows"].sum()
 
 
+def objective_difference_se(pred: pd.DataFrame, chosen: dict[str, dict[str, dict[str, float]]],
+                             a0: float = INTERVAL_SIZE_EXPONENT, draws: int = BOOTSTRAP_DRAWS,
+                             seed: int = BOOTSTRAP_SEED) -> float:
+    """Bootstrap standard error of ``design_objective`` of ``beyond_load`` minus that of ``beyond_size`` (each at its
+    chosen a's): the development sets (``window_id``: a set's rows stay together) drawn with replacement."""
+    w, err, labels = _frame(pred, a0)
+    cls = np.where(labels["jobs"] == "host-bound", "host_bound", "saturating")
+    cell = labels.groupby(["mode", "jobs", "split", "co_saturating"], sort=False).ngroup().to_numpy()
+    covered = {}
+    for scale in SCALES:
+        a = np.array([chosen[scale][m][c] for m, c in zip(labels["mode"], cls)])
+        covered[scale] = (err <= w * growth_ratio(pred, scale) ** a).astype(float)
+    sets, row_set = np.unique(pred["window_id"].to_numpy(), return_inverse=True)
+    rng = np.random.default_rng(seed)
+    target = 100 * INTERVAL_COVERAGE
+    diffs = np.empty(draws)
+    for i in range(draws):
+        weight = np.bincount(rng.integers(0, len(sets), len(sets)), minlength=len(sets))[row_set].astype(float)
+        rows = np.bincount(cell, weight)
+        objective = {}
+        for scale in SCALES:
+            hit = np.bincount(cell, weight * covered[scale])
+            ok = rows > 0
+            objective[scale] = (rows[ok] * np.abs(100 * hit[ok] / rows[ok] - target)).sum() / rows[ok].sum()
+        diffs[i] = objective["beyond_load"] - objective["beyond_size"]
+    return float(diffs.std(ddof=1))
+
+
+def choose_scale(objective: pd.Series, se: float, incumbent: str) -> str:
+    """The hysteresis rule (module doc): the other growth replaces ``incumbent`` only if its objective is lower by
+    more than ``se``."""
+    other = next(s for s in SCALES if s != incumbent)
+    return other if objective[other] < objective[incumbent] - se else incumbent
+
+
 def choose(cov: pd.DataFrame, a0: float = INTERVAL_SIZE_EXPONENT) -> dict[str, dict[str, dict[str, float]]]:
     """The rule's a per (scale, mode, class) (module doc)."""
     target = 100 * INTERVAL_COVERAGE
@@ -155,7 +204,9 @@ def main() -> int:
     chosen = choose(cov)
     cells = cell_coverage(pred, chosen)
     objective = design_objective(cells)
-    scale = "beyond_load" if objective["beyond_load"] < objective["beyond_size"] else "beyond_size"
+    se = objective_difference_se(pred, chosen)
+    incumbent = INTERVAL_SCALE_OF_SOURCE[a.profiles]
+    scale = choose_scale(objective, se, incumbent)
     wide = cov.pivot_table(index=["scale", "mode", "jobs", "split", "rows"], columns="a", values="coverage_pct", sort=False).reset_index()
     wide.columns = [c if isinstance(c, str) else f"a={c:g}" for c in wide.columns]
     cell_wide = cells.pivot_table(index=["mode", "jobs", "split", "co_saturating", "rows"], columns="scale",
@@ -163,7 +214,8 @@ def main() -> int:
     print(wide.round(1).to_string(index=False))
     print(cell_wide.round(1).to_string(index=False))
     verdict = (f"objective (row-weighted mean |coverage - 90| over the cells): "
-               + ", ".join(f"{k} {objective[k]:.2f}" for k in SCALES) + f"; chosen: {scale}, a = {chosen[scale]}")
+               + ", ".join(f"{k} {objective[k]:.2f}" for k in SCALES)
+               + f"; bootstrap SE of the difference {se:.2f}; in use: {incumbent}; chosen: {scale}, a = {chosen[scale]}")
     print(f"{verdict} ({time.monotonic() - t0:.0f} s)")
     if a.out:
         out = Path(a.out)

@@ -565,6 +565,18 @@ def test_dev_size_exponent_recomputes_each_exponents_coverage_exactly(timeslice)
         pooled = cov[(cov["split"] == "both") & (cov["scale"] == scale)].set_index(["jobs", "a"])["coverage_pct"][("saturating", 1.0)]
         assert c["rows"].sum() == (~hb).sum() and (c["coverage_pct"] * c["rows"]).sum() / c["rows"].sum() == pytest.approx(pooled)
     assert set(cells["co_saturating"]) == {0, 1, 2}
+    # hysteresis: the growth in use stays unless the other's objective is lower by more than the bootstrap SE
+    chosen_diff = {"beyond_size": {"timeslice": {"saturating": 0.0, "host_bound": 0.0}},
+                   "beyond_load": {"timeslice": {"saturating": 2.0, "host_bound": 2.0}}}
+    objective = dse.design_objective(dse.cell_coverage(pred, chosen_diff))
+    se = dse.objective_difference_se(pred, chosen_diff, draws=200)
+    assert 0 < se < abs(objective["beyond_load"] - objective["beyond_size"]) + 5
+    flat = dict.fromkeys(dse.SCALES, {"timeslice": {"saturating": 0.0, "host_bound": 0.0}})
+    assert dse.objective_difference_se(pred, flat, draws=50) == 0  # a = 0: both growths are 1, no spread
+    assert dse.choose_scale(pd.Series({"beyond_size": 4.5, "beyond_load": 4.0}), 0.6, "beyond_size") == "beyond_size"
+    assert dse.choose_scale(pd.Series({"beyond_size": 4.5, "beyond_load": 4.0}), 0.4, "beyond_size") == "beyond_load"
+    assert dse.choose_scale(pd.Series({"beyond_size": 4.5, "beyond_load": 4.0}), 0.6, "beyond_load") == "beyond_load"
+    assert dse.choose_scale(pd.Series({"beyond_size": 4.0, "beyond_load": 4.5}), 0.1, "beyond_load") == "beyond_size"
     rows = len(triples)
     table = pd.DataFrame([{"scale": "beyond_load", "mode": "timeslice", "jobs": "saturating", "split": "both", "a": a, "rows": rows,
                            "coverage_pct": c} for a, c in zip(dse.GRID, (70, 80, 85, 89, 91, 99, 100))])
