@@ -19,14 +19,15 @@ __version__ = "0.3.0"
 
 if TYPE_CHECKING:  # pragma: no cover
     from .runtime.estimator import SlowdownModel
+    from .runtime.observed import Observation
     from .runtime.predictor import Prediction, Predictor
 
 _LAZY = {"Predictor": "colopred.runtime.predictor", "Prediction": "colopred.runtime.predictor",
-         "SlowdownModel": "colopred.runtime.estimator"}
+         "SlowdownModel": "colopred.runtime.estimator", "Observation": "colopred.runtime.observed"}
 
 
 def __getattr__(name: str) -> Any:
-    """``Predictor``, ``Prediction`` and ``SlowdownModel`` are imported on first use (they bring pandas and
+    """``Predictor``, ``Prediction``, ``Observation`` and ``SlowdownModel`` are imported on first use (they bring pandas and
     scikit-learn; the GPU side imports ``colopred`` without needing them)."""
     if name in _LAZY:
         import importlib
@@ -35,5 +36,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'colopred' has no attribute {name!r}")
 
 
-__all__ = ["ColopredError", "GpuInfo", "InputError", "JobProfile", "Prediction", "Predictor", "SlowdownModel", "load_profiles",
+__all__ = ["ColopredError", "GpuInfo", "InputError", "JobProfile", "Observation", "Prediction", "Predictor", "SlowdownModel", "load_profiles",
            "__version__"]

@@ -116,6 +116,10 @@ beyond it): time-slicing 0.02 with ``TREE_TARGET_OFFSET_CLASSES`` (pairs → tri
 4.55 → 4.06%, leave-arch 5.13 → 4.87%); MPS 0.5 (leave-arch 7.47 → 7.39%, a gain of 0.09 against the seeds' 0.08;
 → four-job sets 7.22 → 6.87%; pairs → triples 9.19 → 9.11%, within the spread)."""
 
+OBSERVED_SHRINKAGE = {"timeslice": 1.0, "mps": 1.0}
+"""λ of ``runtime.observed``: k measured collocations of a job move its log-offset by k / (k + λ) of what they show
+(PLACEHOLDER: chosen by ``scripts/dev_observed_shrinkage.py``)."""
+
 SLOWDOWN_FLOOR = 1.0
 """Least slowdown a prediction gives: a job that shares its GPU does not run faster than alone (measured slowdowns below
 1 are noise of the solo and collocated times). A physical bound, not a tuned value: without it the trees, which scale

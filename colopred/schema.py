@@ -6,6 +6,7 @@
   prediction.schema.json       ``colopred predict --json``
   prediction_table.schema.json ``Predictor.predict_many``'s table as JSON records
   placement.schema.json        ``colopred pack --json``;  partners.schema.json: ``colopred rank --json``
+  observations.schema.json     measured collocations (``colopred predict --observed``; ``colopred.runtime.observed``)
 
 They are the one statement of what a valid document is: every loader validates through :func:`problems`,
 and other tools may validate against the same files.
@@ -31,7 +32,8 @@ from typing import Any
 KNOWN_KEYWORDS = {"$schema", "$id", "title", "description", "$comment", "type", "const", "enum", "minimum", "maximum",
                   "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "required", "properties",
                   "additionalProperties", "items", "minItems", "maxItems"}
-SCHEMAS = ("job_profile", "model_manifest", "window_record", "prediction", "prediction_table", "placement", "partners")
+SCHEMAS = ("job_profile", "model_manifest", "window_record", "prediction", "prediction_table", "placement", "partners",
+           "observations")
 
 
 def schema_text(name: str) -> str:

@@ -49,6 +49,14 @@ def cmd_predict(a) -> int:
     if len(set(names)) != len(names):
         raise ColopredError("two profiles have the same job name; give each job once")
     pred = load_predictor(a.model, a.mode, profiles, "predict")
+    if a.observed:
+        from ..runtime.observed import read_observations
+
+        observed = read_observations(a.observed, a.mode, profiles)
+        try:
+            pred = pred.observe(observed)
+        except (ValueError, TypeError) as e:
+            raise ColopredError(f"{a.observed}: {e}") from None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -133,6 +141,9 @@ def add_commands(sub) -> None:
     p.add_argument("--model", help="model manifest (default: the shipped H100 model of --mode for the profiles: "
                                    "the GPM model where any profile is a GPM profile)")
     p.add_argument("--json", action="store_true", help="machine-readable output (with any warnings)")
+    p.add_argument("--observed", metavar="FILE",
+                   help="measured collocations of these or other jobs (colopred/schemas/observations.schema.json): each "
+                        "observed job's prediction moves toward what was measured of it")
 
     p = command(sub, "train", "train models on a dataset folder (profiles + campaigns)", cmd_train,
                 "Fit one model per mode on a dataset folder and write OUT-MODE.json with its model files.")

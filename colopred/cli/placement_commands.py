@@ -11,7 +11,13 @@ def _predictor(req, path):
     from . import load_predictor
 
     profiles = req.jobs + req.candidates + ([req.job] if req.job else [])
-    return load_predictor(req.model, req.mode, profiles, str(path), mode_of="the request's ")
+    pred = load_predictor(req.model, req.mode, profiles, str(path), mode_of="the request's ")
+    if req.observed:
+        try:
+            pred = pred.observe(req.observed)
+        except ValueError as e:
+            raise ColopredError(f"{path}: observed: {e}") from None
+    return pred
 
 
 def _output(a):

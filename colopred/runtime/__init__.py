@@ -9,6 +9,7 @@ imports XGBoost only when a model is loaded or trained. Modules:
   estimator   SlowdownModel, a scikit-learn regressor
   manifest    model files: strict-JSON manifest + XGBoost UBJ, checksums; the shipped models in models/
   predictor   Predictor and Prediction
+  observed    measured collocations fed back: a job's later predictions shifted toward them
   checks      the API's argument checks, and the warnings where a prediction leaves the model's experience
   placement   Predictor.pack's search
 """

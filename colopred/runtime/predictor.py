@@ -6,6 +6,7 @@
   pred.predict_many([[a, b], [a, b, c]])     # tidy DataFrame, one row per job of each set
   pred.rank_partners(a, candidates, k=3)     # best partners for a job
   pred.pack(jobs, n_gpus=4)                  # jobs placed on GPUs
+  pred = pred.observe([Observation((a, b), (1.42, 1.17))])  # measured collocations shift a's and b's predictions
 
 δ, throughput and the memory rule come from :mod:`colopred.runtime.outcome`; the model from
 :mod:`colopred.runtime.estimator`; its files from :mod:`colopred.runtime.manifest`.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -31,6 +32,7 @@ from .estimator import SlowdownModel
 from .baseline import baseline_columns
 from .features import FEATURES, feature_columns, feature_matrix, index_sets, profile_matrix  # noqa: F401 (index_sets: the benchmark's)
 from .manifest import default_model_path, load_model, save_model
+from .observed import JobOffset, Observation, corrected, factors, job_offsets, shrinkage_of
 from .placement import Gpu, Placement, place
 from .sources import PROFILE_SOURCES, source_of
 
@@ -46,6 +48,8 @@ class Prediction:
     solo_iteration_ms: tuple[float, ...]
     fits_memory: bool
     memory_gib: float | None = None
+    observations: tuple[int, ...] | None = None
+    """Per job, how many measured collocations shifted its prediction (:meth:`Predictor.observe`); None: none."""
 
     @property
     def collocated_iteration_ms(self) -> tuple[float, ...]:
@@ -67,10 +71,12 @@ class Prediction:
         return self.fits_memory and self.throughput > 1.0
 
     def to_dict(self) -> dict[str, Any]:
+        observed = self.observations or (0,) * len(self.jobs)
         return {
             "mode": self.mode,
-            "jobs": [{"name": n, "slowdown": s, "interval": list(i), "solo_iteration_ms": t, "collocated_iteration_ms": t * s}
-                     for n, s, i, t in zip(self.jobs, self.slowdown, self.interval, self.solo_iteration_ms)],
+            "jobs": [{"name": n, "slowdown": s, "interval": list(i), "solo_iteration_ms": t, "collocated_iteration_ms": t * s,
+                      **({"observations": k} if self.observations is not None else {})}
+                     for n, s, i, t, k in zip(self.jobs, self.slowdown, self.interval, self.solo_iteration_ms, observed)],
             "delta": self.delta,
             "throughput": self.throughput,
             "fits_memory": self.fits_memory,
@@ -80,8 +86,10 @@ class Prediction:
 
     def summary(self) -> str:
         lines = [f"mode {self.mode}: {len(self.jobs)} jobs"]
-        for n, s, (lo, hi), t in zip(self.jobs, self.slowdown, self.interval, self.solo_iteration_ms):
-            lines.append(f"  {n:<32} slowdown {s:5.2f}  [{lo:.2f}, {hi:.2f}]  {t:7.2f} ms -> {t * s:7.2f} ms")
+        observed = self.observations or (0,) * len(self.jobs)
+        for n, s, (lo, hi), t, k in zip(self.jobs, self.slowdown, self.interval, self.solo_iteration_ms, observed):
+            seen = f"  (shifted by {k} measured collocation{'s' if k > 1 else ''})" if k else ""
+            lines.append(f"  {n:<32} slowdown {s:5.2f}  [{lo:.2f}, {hi:.2f}]  {t:7.2f} ms -> {t * s:7.2f} ms{seen}")
         verdict = "pays off" if self.pays_off else ("does not fit in memory" if not self.fits_memory else "does not pay off")
         lines.append(f"  delta {self.delta:.2f}   normalised throughput {self.throughput:.2f}   ({verdict})")
         return "\n".join(lines)
@@ -102,6 +110,10 @@ class Predictor:
     model: SlowdownModel
     mode: str
     manifest: dict[str, Any] = field(default_factory=dict)
+    offsets: dict[str, JobOffset] = field(default_factory=dict)
+    """Each observed job's offset (:meth:`observe`; :mod:`colopred.runtime.observed`), by profile name."""
+    shrinkage: float | None = None
+    """λ of the offsets' shrinkage k / (k + λ); None: ``constants.OBSERVED_SHRINKAGE`` of the mode."""
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -138,6 +150,25 @@ class Predictor:
         path = save_model(path, self.model, self.mode, **{**self.manifest, **manifest_extra})
         self.manifest = load_model(path)[1]
         return path
+
+    # ------------------------------------------------------------ observations
+    def observe(self, observations: Sequence[Observation], shrinkage: float | None = None) -> "Predictor":
+        """A copy of this predictor whose predictions of every observed job (and their intervals) are shifted toward
+        what was measured of it: k observations with mean log(measured / predicted) r multiply its slowdowns by
+        exp(k / (k + λ) · r) (:mod:`colopred.runtime.observed`). Observations pool with those this predictor already
+        holds; ``shrinkage`` sets λ (default: ``constants.OBSERVED_SHRINKAGE`` of the mode; ``math.inf``: none)."""
+        lam = self.shrinkage if shrinkage is None else shrinkage
+        lam = shrinkage_of(self.mode) if lam is None else float(lam)
+        if not lam >= 0:
+            raise ValueError(f"shrinkage must be >= 0, not {shrinkage!r}")
+        if not all(isinstance(o, Observation) for o in observations):
+            raise ValueError("observations must be colopred Observation records")
+        raw = replace(self, offsets={})
+        return replace(self, offsets=job_offsets(raw, observations, self.offsets), shrinkage=lam)
+
+    def _factors(self, names: Sequence[str]) -> np.ndarray:
+        lam = shrinkage_of(self.mode) if self.shrinkage is None else self.shrinkage
+        return factors(self.offsets, names, lam)
 
     # --------------------------------------------------------------- predicting
     @property
@@ -176,11 +207,17 @@ class Predictor:
         s = np.empty(len(profiles))
         iv = np.empty((len(profiles), 2))
         s[pos], iv[pos] = self.model.predict_with_interval(X)
+        names = [p.name for p in profiles]
+        observed = None
+        if self.offsets:
+            f = self._factors(names)
+            s, iv = corrected(s, f), corrected(iv, f[:, None])
+            observed = tuple(self.offsets[n].observations if n in self.offsets else 0 for n in names)
         need = outcome.memory_need_gib([p.peak_memory_gib for p in profiles])
         gpu_mem = max(p.gpu.memory_gib for p in profiles)
-        return Prediction(self.mode, tuple(p.name for p in profiles), tuple(map(float, s)),
+        return Prediction(self.mode, tuple(names), tuple(map(float, s)),
                           tuple((float(a), float(b)) for a, b in iv), tuple(p.iteration_ms for p in profiles),
-                          fits_memory=outcome.fits_memory(need, gpu_mem), memory_gib=need)
+                          fits_memory=outcome.fits_memory(need, gpu_mem), memory_gib=need, observations=observed)
 
     def predict_many(self, sets: Sequence[Sequence[JobProfile]]) -> pd.DataFrame:
         """Vectorised prediction of many sets: a tidy DataFrame with one row per job of each set, in the order
@@ -258,6 +295,8 @@ class Predictor:
                     X_buf = np.empty((n_rows, len(FEATURES)))
                 X, set_of, pos = feature_matrix(P, members, out=X_buf)
                 s[r[set_of], slots[set_of, pos]] = model._predict_rows(X, tree_buf.reshape(-1, len(model.features_)))
+        if self.offsets:
+            s = corrected(s, self._factors([p.name for p in profiles])[np.where(present, idx, 0)])
         return s
 
     def rank_partners(self, job: JobProfile, candidates: Sequence[JobProfile], k: int | None = None) -> pd.DataFrame:

@@ -3,6 +3,7 @@
 The format is ``schemas/placement_request.schema.json`` (JSON Schema, shipped with the package); this module
 reads a request, checks it against the same rules, and gives one error naming the file and the field. Job
 profiles are files (relative to the request's folder) or inline documents; ``iteration_ms`` re-times one.
+``observed`` lists measured collocations of the request's jobs (:mod:`colopred.runtime.observed`).
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from typing import Any
 from ..constants import MODES
 from ..errors import InputError, SchemaError
 from ..profile import JobProfile
+from .observed import Observation, parse_observation
 from .placement import Gpu
 
 REQUEST_SCHEMA = "colopred.placement_request"
 REQUEST_VERSION = 1
-TOP_LEVEL = {"schema", "schema_version", "mode", "model", "jobs", "n_gpus", "gpus", "limits", "solver", "job", "candidates", "k"}
+TOP_LEVEL = {"schema", "schema_version", "mode", "model", "jobs", "n_gpus", "gpus", "limits", "solver", "job", "candidates", "k",
+             "observed"}
 
 
 def schema_path() -> Path:
@@ -42,6 +45,7 @@ class Request:
     job: JobProfile | None = None
     candidates: list[JobProfile] = field(default_factory=list)
     k: int | None = None
+    observed: list[Observation] = field(default_factory=list)
 
 
 def _number(path: Path, where: str, v: Any, *, integer: bool = False, minimum: float | None = None, strict: bool = False) -> Any:
@@ -144,4 +148,15 @@ def read_request(path: str | os.PathLike) -> Request:
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise SchemaError(path, f"job name {dup!r} is given twice (give each job once, or set its name)")
+    if "observed" in doc:
+        if not isinstance(doc["observed"], list):
+            raise SchemaError(path, "observed must be a list of measured collocations")
+        by_name = dict(zip(names, all_jobs))
+
+        def resolve(name: str, where: str) -> JobProfile:
+            if name not in by_name:
+                raise SchemaError(path, f"{where}: no job named {name!r} in this request")
+            return by_name[name]
+
+        req.observed = [parse_observation(path, f"observed[{i}]", e, resolve) for i, e in enumerate(doc["observed"])]
     return req

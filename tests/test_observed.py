@@ -1,0 +1,182 @@
+"""Measured collocations fed back (``Predictor.observe``, ``colopred predict --observed``, a request's ``observed``):
+each observed job's predictions move by exp(k/(k + λ)·r) toward what was measured, everywhere the predictor predicts,
+and nowhere else; and the script that chooses λ prefers full trust for a pure per-job offset and none for pure noise."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from colopred import Observation
+from colopred.constants import OBSERVED_SHRINKAGE, SLOWDOWN_FLOOR
+from colopred.profile import JobProfile
+from colopred.runtime.predictor import Predictor
+from colopred.schema import problems
+
+from .conftest import load_script
+from .test_cli import run
+from .test_placement_cli import NAMES, PROFILES
+
+
+@pytest.fixture(scope="module")
+def jobs():
+    return [JobProfile.from_json(PROFILES / f"{n}.json") for n in NAMES]
+
+
+@pytest.fixture(scope="module")
+def mps():
+    return Predictor.default("mps")
+
+
+def test_full_trust_reproduces_the_observation_and_none_leaves_the_model(jobs, mps):
+    a, b, c = jobs[:3]
+    raw = mps.predict([a, b])
+    seen = Observation((a, b), (1.9, 1.6))
+    exact = mps.observe([seen], shrinkage=0).predict([a, b])
+    assert exact.slowdown == pytest.approx((1.9, 1.6))
+    assert exact.observations == (1, 1) and raw.observations is None
+    # the interval moves with the prediction: same width in log
+    for (lo, hi), (lo0, hi0), s, s0 in zip(exact.interval, raw.interval, exact.slowdown, raw.slowdown):
+        assert math.log(hi / s) == pytest.approx(math.log(hi0 / s0)) and math.log(s / lo) == pytest.approx(math.log(s0 / lo0))
+    assert mps.observe([seen], shrinkage=math.inf).predict([a, b]).slowdown == pytest.approx(raw.slowdown)
+    # a job never observed is left alone, beside an observed one
+    other = mps.observe([seen], shrinkage=0).predict([a, c])
+    base = mps.predict([a, c])
+    assert other.slowdown[1] == pytest.approx(base.slowdown[1]) and other.observations == (1, 0)
+    assert other.slowdown[0] == pytest.approx(max(base.slowdown[0] * 1.9 / raw.slowdown[0], SLOWDOWN_FLOOR))
+    assert mps.predict([a, b]).slowdown == raw.slowdown  # observe returns a copy: the original is untouched
+
+
+def test_shrinkage_weighs_k_observations_and_observations_pool(jobs, mps):
+    a, b, c, d = jobs[:4]
+    obs = [Observation((a, b), (1.7, 1.3)), Observation((a, c), (1.2, 1.5)), Observation((a, b, d), (2.5, 1.8, 1.6))]
+    sets = [[a, b], [a, c], [a, b, d]]
+    p0 = [mps.predict(s).slowdown[0] for s in sets]
+    r = np.mean([math.log(o.slowdowns[0] / p) for o, p in zip(obs, p0)])
+    lam = 2.0
+    got = mps.observe(obs, shrinkage=lam)
+    assert got.offsets[a.name].observations == 3
+    want = mps.predict([a, d]).slowdown[0] * math.exp(3 / (3 + lam) * r)
+    assert got.predict([a, d]).slowdown[0] == pytest.approx(max(want, SLOWDOWN_FLOOR))
+    # observing in two calls pools: the same as one call with all of them
+    twice = mps.observe(obs[:1], shrinkage=lam).observe(obs[1:])
+    assert twice.predict([a, d]).slowdown == pytest.approx(got.predict([a, d]).slowdown)
+    # the default λ is the mode's constant
+    assert mps.observe(obs).predict([a, d]).slowdown[0] == pytest.approx(
+        max(mps.predict([a, d]).slowdown[0] * math.exp(3 / (3 + OBSERVED_SHRINKAGE["mps"]) * r), SLOWDOWN_FLOOR))
+
+
+def test_every_prediction_path_applies_the_same_correction(jobs, mps):
+    a, b, c, d, e = jobs
+    p = mps.observe([Observation((a, b), (2.2, 1.1)), Observation((c, d), (1.1, 1.9))], shrinkage=0.5)
+    sets = [[a, b], [a, c, e], [d, e], [b, c, d, e]]
+    many = p.predict_many(sets)
+    for i, s in enumerate(sets):
+        assert tuple(many[many["set_id"] == i]["slowdown"]) == pytest.approx(p.predict(s).slowdown, rel=1e-6)
+    ranked = p.rank_partners(a, [b, c, d, e]).set_index("partner")
+    for partner in (b, c, d, e):
+        assert ranked.loc[partner.name, "job_slowdown"] == pytest.approx(p.predict([a, partner]).slowdown[0], rel=1e-6)
+    assert not np.allclose(many["slowdown"], mps.predict_many(sets)["slowdown"])
+    placed = p.pack([a, b, c, d], n_gpus=2, max_per_gpu=2)
+    assert placed.placed == 4
+
+
+def test_bad_observations_are_refused_in_one_line(jobs, mps):
+    a, b = jobs[:2]
+    with pytest.raises(ValueError, match="2 jobs has 1 slowdowns"):
+        Observation((a, b), (1.5,))
+    with pytest.raises(ValueError, match="positive"):
+        Observation((a, b), (1.5, float("nan")))
+    with pytest.raises(ValueError, match="at least|2 to"):
+        Observation((a,), (1.5,))
+    with pytest.raises(ValueError, match="shrinkage"):
+        mps.observe([Observation((a, b), (1.5, 1.2))], shrinkage=-1)
+
+
+def _observations(tmp_path, entries):
+    f = tmp_path / "seen.json"
+    f.write_text(json.dumps({"schema": "colopred.observations", "observations": entries}))
+    return f
+
+
+def test_predict_cli_reads_observations_of_its_mode_only(tmp_path, capsys, jobs):
+    files = [str(PROFILES / f"{n}.json") for n in NAMES[:2]]
+    (tmp_path / "c.json").write_text((PROFILES / f"{NAMES[2]}.json").read_text())
+    seen = _observations(tmp_path, [
+        {"mode": "mps", "jobs": [NAMES[0], "c.json"], "slowdowns": [3.0, 1.2]},  # a name given, a file beside
+        {"mode": "timeslice", "jobs": NAMES[:2], "slowdowns": [9.0, 9.0]}])
+    code, out, _ = run(capsys, "predict", *files, "--mode", "mps", "--observed", seen, "--json")
+    assert code == 0
+    got = json.loads(out)
+    c = JobProfile.from_json(tmp_path / "c.json")
+    want = Predictor.default("mps").observe([Observation((jobs[0], c), (3.0, 1.2))]).predict(jobs[:2])
+    assert [j["slowdown"] for j in got["jobs"]] == pytest.approx(want.slowdown)
+    assert [j["observations"] for j in got["jobs"]] == [1, 0]  # the time-slicing entry is not this mode's
+    assert problems(got, "prediction") == [] and problems(json.loads(seen.read_text()), "observations") == []
+    code, out, _ = run(capsys, "predict", *files, "--mode", "mps", "--observed", seen)
+    assert code == 0 and "shifted by 1 measured collocation" in out
+
+
+@pytest.mark.parametrize("entries, problem", [
+    ([{"mode": "mps", "jobs": ["nobody", NAMES[1]], "slowdowns": [1.5, 1.2]}], "neither a job given here nor a profile file"),
+    ([{"mode": "mps", "jobs": NAMES[:2], "slowdowns": [1.5, 0]}], "slowdowns[1] must be more than 0"),
+    ([{"mode": "mps", "jobs": NAMES[:3], "slowdowns": [1.5, 1.2]}], "3 jobs has 2 slowdowns"),
+    ([{"mode": "both", "jobs": NAMES[:2], "slowdowns": [1.5, 1.2]}], "mode must be one of"),
+])
+def test_predict_cli_refuses_a_bad_observations_file_in_one_line(tmp_path, capsys, entries, problem):
+    files = [str(PROFILES / f"{n}.json") for n in NAMES[:2]]
+    seen = _observations(tmp_path, entries)
+    code, out, err = run(capsys, "predict", *files, "--mode", "mps", "--observed", seen)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and str(seen) in err and problem in err, err
+
+
+def test_a_request_s_observed_collocations_move_rank_and_refuse_unknown_jobs(tmp_path, capsys, jobs):
+    req = {"schema": "colopred.placement_request", "mode": "mps", "job": {"profile": str(PROFILES / f"{NAMES[0]}.json")},
+           "candidates": [{"profile": str(PROFILES / f"{n}.json")} for n in NAMES[1:]]}
+    f = tmp_path / "rank.json"
+    f.write_text(json.dumps(req))
+    code, out, _ = run(capsys, "rank", f, "--json")
+    before = {r["partner"]: r for r in json.loads(out)["partners"]}
+    req["observed"] = [{"jobs": [NAMES[0], NAMES[1]], "slowdowns": [4.0, 4.0]}]
+    f.write_text(json.dumps(req))
+    code, out, _ = run(capsys, "rank", f, "--json")
+    assert code == 0
+    after = {r["partner"]: r for r in json.loads(out)["partners"]}
+    w = 1 / (1 + OBSERVED_SHRINKAGE["mps"])  # one observation: the pair itself, so s' = ŝ^(1 − w)·4^w
+    for col in ("job_slowdown", "partner_slowdown"):
+        assert after[NAMES[1]][col] == pytest.approx(before[NAMES[1]][col] ** (1 - w) * 4.0 ** w, rel=1e-6)
+    assert after[NAMES[1]]["throughput"] < before[NAMES[1]]["throughput"]  # a measured 4x makes that pair worse
+    assert after[NAMES[2]]["partner_slowdown"] == pytest.approx(before[NAMES[2]]["partner_slowdown"])  # not observed
+    req["observed"] = [{"jobs": [NAMES[0], "stranger"], "slowdowns": [1.5, 1.5]}]
+    f.write_text(json.dumps(req))
+    code, out, err = run(capsys, "rank", f)
+    assert code == 2 and "observed[0].jobs[1]: no job named 'stranger' in this request" in err
+
+
+def _rows(offsets, noise, n=12, seed=1):
+    """Rows of target_rows.csv's shape: each job's log(s/p) = its offset + noise."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for j, off in enumerate(offsets):
+        pred = 1.5 + rng.random(n)
+        s = pred * np.exp(off + noise * rng.standard_normal(n))
+        out.append(pd.DataFrame({"mode": "mps", "held_out": f"arch{j}", "job": f"arch{j}-b1", "slowdown": s, "pred": pred,
+                                 "lo": pred / 1.1, "hi": pred * 1.1, "split": "development"}))
+    return pd.concat(out, ignore_index=True)
+
+
+def test_the_shrinkage_study_trusts_a_pure_offset_and_ignores_pure_noise():
+    study = load_script("dev_observed_shrinkage")
+    offset = _rows([0.2, -0.15, 0.1, -0.3], noise=0.0)
+    table = study.score_table(offset, draws=5)
+    assert study.choose(table) == {"mps": 0.0}
+    at0 = table[(table["shrinkage"] == 0) & (table["k"] == 1)]["slowdown_mape_pct"].iloc[0]
+    assert at0 == pytest.approx(0.0, abs=1e-9)  # a constant offset is removed exactly by one observation
+    noise = _rows([0, 0, 0, 0, 0, 0], noise=0.1)
+    assert study.choose(study.score_table(noise, draws=5)) == {"mps": math.inf}
+    # a job with k rows or fewer is not scored at k
+    few = _rows([0.1], noise=0.0, n=2)
+    assert study.observed_log_offsets(few, 2).shape == (2, study.DRAWS) and np.isnan(study.observed_log_offsets(few, 2)).all()
