@@ -1,22 +1,22 @@
 #!/usr/bin/env python3
-"""Choose ``constants.OBSERVED_SHRINKAGE`` (λ per mode) on the development architectures: how far a job's measured
+"""Choose ``constants.OBSERVED_PRIOR_WEIGHT`` (n₀ per mode) on the development architectures: how far a job's measured
 collocations move its later predictions (``colopred.runtime.observed``).
 
 With k measured collocations of a job, r the mean of log(s / ŝ) over them (s measured, ŝ predicted), each later
-prediction of the job is multiplied by exp(w·r), w = k / (k + λ). The rows are ``scripts/leave_arch_roles.py``'s
+prediction of the job is multiplied by exp(w·r), w = k / (k + n₀). The rows are ``scripts/leave_arch_roles.py``'s
 ``target_rows.csv``: every job's collocations predicted by models that never saw its architecture, the situation of a
 scheduler's new job. For every row of a job, ``DRAWS`` draws of k of the job's other rows (seed ``SEED``) play the
 observations; the row is scored with the correction they give.
 
-**Rule, fixed before the first run**: per mode, the λ of ``GRID`` (∞: no correction) of least development MAPE
+**Rule, fixed before the first run**: per mode, the n₀ of ``GRID`` (∞: no correction) of least development MAPE
 averaged over k = 1, 2 and 4 (rows of architectures outside ``datasets/h100/locked_split.json``; a job scored at k
-only if it has more than k rows); ties go to the larger λ. The locked architectures' figures are reported beside it,
+only if it has more than k rows); ties go to the larger n₀. The locked architectures' figures are reported beside it,
 not used.
 
   PYTHONPATH=. python scripts/dev_observed_shrinkage.py [--rows reports/h100/leave_arch_roles/target_rows.csv]
       [--data datasets/h100] [--out reports/h100/observed]
 
-Writes ``table.csv`` (mode, split, λ, k: rows, MAPE, interval coverage) and ``README.md``.
+Writes ``table.csv`` (mode, split, n₀, k: rows, MAPE, interval coverage) and ``README.md``.
 """
 
 from __future__ import annotations
@@ -60,11 +60,11 @@ def observed_log_offsets(rows: pd.DataFrame, k: int, draws: int = DRAWS, seed: i
     return out
 
 
-def corrected_scores(rows: pd.DataFrame, offsets: np.ndarray, shrinkage: float, k: int) -> pd.DataFrame:
+def corrected_scores(rows: pd.DataFrame, offsets: np.ndarray, prior_weight: float, k: int) -> pd.DataFrame:
     """Per row (those with offsets): absolute % error and interval coverage (%) of the corrected prediction, averaged
     over the draws."""
     ok = ~np.isnan(offsets[:, 0])
-    w = 0.0 if math.isinf(shrinkage) else k / (k + shrinkage)
+    w = 0.0 if math.isinf(prior_weight) else k / (k + prior_weight)
     f = np.exp(w * offsets[ok])  # rows x draws
     s = rows["slowdown"].to_numpy()[ok, None]
     p = np.maximum(rows["pred"].to_numpy()[ok, None] * f, SLOWDOWN_FLOOR)
@@ -74,24 +74,24 @@ def corrected_scores(rows: pd.DataFrame, offsets: np.ndarray, shrinkage: float, 
 
 
 def score_table(rows: pd.DataFrame, grid=GRID, ks=KS, draws: int = DRAWS, seed: int = SEED) -> pd.DataFrame:
-    """MAPE and coverage per (mode, split, λ, k); ``rows`` carries ``split`` (development or locked)."""
+    """MAPE and coverage per (mode, split, n₀, k); ``rows`` carries ``split`` (development or locked)."""
     out = []
     for k in ks:
         offsets = observed_log_offsets(rows, k, draws, seed)
-        for lam in grid:
-            sc = corrected_scores(rows, offsets, lam, k).join(rows[["mode", "split"]])
+        for n0 in grid:
+            sc = corrected_scores(rows, offsets, n0, k).join(rows[["mode", "split"]])
             g = sc.groupby(["mode", "split"], sort=False).agg(rows=("ape_pct", "size"), slowdown_mape_pct=("ape_pct", "mean"),
                                                               interval_coverage_pct=("covered_pct", "mean"))
-            out.append(g.reset_index().assign(shrinkage=lam, k=k))
-    return pd.concat(out, ignore_index=True)[["mode", "split", "shrinkage", "k", "rows", "slowdown_mape_pct",
+            out.append(g.reset_index().assign(prior_weight=n0, k=k))
+    return pd.concat(out, ignore_index=True)[["mode", "split", "prior_weight", "k", "rows", "slowdown_mape_pct",
                                              "interval_coverage_pct"]]
 
 
 def choose(table: pd.DataFrame) -> dict[str, float]:
-    """The rule's λ per mode (module doc)."""
+    """The rule's n₀ per mode (module doc)."""
     dev = table[table["split"] == "development"]
-    obj = dev.groupby(["mode", "shrinkage"])["slowdown_mape_pct"].mean().round(6).reset_index()
-    return {mode: float(g.sort_values(["slowdown_mape_pct", "shrinkage"], ascending=[True, False]).iloc[0]["shrinkage"])
+    obj = dev.groupby(["mode", "prior_weight"])["slowdown_mape_pct"].mean().round(6).reset_index()
+    return {mode: float(g.sort_values(["slowdown_mape_pct", "prior_weight"], ascending=[True, False]).iloc[0]["prior_weight"])
             for mode, g in obj.groupby("mode", sort=False)}
 
 
@@ -106,11 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     rows["split"] = np.where(arch.isin(locked_architectures(a.data)), "locked", "development")
     table = score_table(rows)
     chosen = choose(table)
-    wide = table.pivot_table(index=["mode", "split", "k", "rows"], columns="shrinkage", values="slowdown_mape_pct",
+    wide = table.pivot_table(index=["mode", "split", "k", "rows"], columns="prior_weight", values="slowdown_mape_pct",
                              sort=False).reset_index()
-    wide.columns = [c if isinstance(c, str) else f"λ={c:g}" for c in wide.columns]
-    at = pd.concat([table[(table["mode"] == m) & (table["shrinkage"].isin([lam, math.inf]))] for m, lam in chosen.items()])
-    at = at.assign(shrinkage=at["shrinkage"].map(lambda v: "none" if math.isinf(v) else f"{v:g}"))
+    wide.columns = [c if isinstance(c, str) else f"n₀={c:g}" for c in wide.columns]
+    at = pd.concat([table[(table["mode"] == m) & (table["prior_weight"].isin([n0, math.inf]))] for m, n0 in chosen.items()])
+    at = at.assign(prior_weight=at["prior_weight"].map(lambda v: "none" if math.isinf(v) else f"{v:g}"))
     print(wide.round(2).to_string(index=False))
     print("chosen:", chosen)
     out = Path(a.out)
@@ -121,10 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         f"`PYTHONPATH=. python scripts/dev_observed_shrinkage.py --rows {a.rows} --out {a.out}` (rows: "
         "`scripts/leave_arch_roles.py`'s unseen jobs, each predicted by models that never saw its architecture). "
         "The script's docstring has the design and the rule. Slowdown MAPE (%) of a job's other rows once k of its "
-        "measured collocations shift its predictions by exp(k/(k + λ)·r), r their mean log(measured / predicted); "
-        "λ = inf: no correction:\n\n" + md_table(wide, digits=2)
-        + "\n\nChosen on the development rows: " + ", ".join(f"{m} λ = {v:g}" for m, v in chosen.items())
-        + ". At the chosen λ against none, with interval coverage (the interval moves with the prediction):\n\n"
+        "measured collocations shift its predictions by exp(k/(k + n₀)·r), r their mean log(measured / predicted); "
+        "n₀ = inf: no correction:\n\n" + md_table(wide, digits=2)
+        + "\n\nChosen on the development rows: " + ", ".join(f"{m} n₀ = {v:g}" for m, v in chosen.items())
+        + ". At the chosen n₀ against none, with interval coverage (the interval moves with the prediction):\n\n"
         + md_table(at.round(2)) + "\n")
     print(f"wrote {out}")
     return 0

@@ -1,6 +1,6 @@
 """Measured collocations fed back (``Predictor.observe``, ``colopred predict --observed``, a request's ``observed``):
-each observed job's predictions move by exp(k/(k + λ)·r) toward what was measured, everywhere the predictor predicts,
-and nowhere else; and the script that chooses λ prefers full trust for a pure per-job offset and none for pure noise."""
+each observed job's predictions move by exp(k/(k + n₀)·r) toward what was measured, everywhere the predictor predicts,
+and nowhere else; and the script that chooses n₀ prefers full trust for a pure per-job offset and none for pure noise."""
 
 import json
 import math
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from colopred import Observation
-from colopred.constants import OBSERVED_SHRINKAGE, SLOWDOWN_FLOOR
+from colopred.constants import OBSERVED_PRIOR_WEIGHT, SLOWDOWN_FLOOR
 from colopred.profile import JobProfile
 from colopred.runtime.predictor import Predictor
 from colopred.schema import problems
@@ -34,43 +34,43 @@ def test_full_trust_reproduces_the_observation_and_none_leaves_the_model(jobs, m
     a, b, c = jobs[:3]
     raw = mps.predict([a, b])
     seen = Observation((a, b), (1.9, 1.6))
-    exact = mps.observe([seen], shrinkage=0).predict([a, b])
+    exact = mps.observe([seen], prior_weight=0).predict([a, b])
     assert exact.slowdown == pytest.approx((1.9, 1.6))
     assert exact.observations == (1, 1) and raw.observations is None
     # the interval moves with the prediction: same width in log
     for (lo, hi), (lo0, hi0), s, s0 in zip(exact.interval, raw.interval, exact.slowdown, raw.slowdown):
         assert math.log(hi / s) == pytest.approx(math.log(hi0 / s0)) and math.log(s / lo) == pytest.approx(math.log(s0 / lo0))
-    assert mps.observe([seen], shrinkage=math.inf).predict([a, b]).slowdown == pytest.approx(raw.slowdown)
+    assert mps.observe([seen], prior_weight=math.inf).predict([a, b]).slowdown == pytest.approx(raw.slowdown)
     # a job never observed is left alone, beside an observed one
-    other = mps.observe([seen], shrinkage=0).predict([a, c])
+    other = mps.observe([seen], prior_weight=0).predict([a, c])
     base = mps.predict([a, c])
     assert other.slowdown[1] == pytest.approx(base.slowdown[1]) and other.observations == (1, 0)
     assert other.slowdown[0] == pytest.approx(max(base.slowdown[0] * 1.9 / raw.slowdown[0], SLOWDOWN_FLOOR))
     assert mps.predict([a, b]).slowdown == raw.slowdown  # observe returns a copy: the original is untouched
 
 
-def test_shrinkage_weighs_k_observations_and_observations_pool(jobs, mps):
+def test_the_prior_weight_weighs_k_observations_and_observations_pool(jobs, mps):
     a, b, c, d = jobs[:4]
     obs = [Observation((a, b), (1.7, 1.3)), Observation((a, c), (1.2, 1.5)), Observation((a, b, d), (2.5, 1.8, 1.6))]
     sets = [[a, b], [a, c], [a, b, d]]
     p0 = [mps.predict(s).slowdown[0] for s in sets]
     r = np.mean([math.log(o.slowdowns[0] / p) for o, p in zip(obs, p0)])
     lam = 2.0
-    got = mps.observe(obs, shrinkage=lam)
+    got = mps.observe(obs, prior_weight=lam)
     assert got.offsets[a.name].observations == 3
     want = mps.predict([a, d]).slowdown[0] * math.exp(3 / (3 + lam) * r)
     assert got.predict([a, d]).slowdown[0] == pytest.approx(max(want, SLOWDOWN_FLOOR))
     # observing in two calls pools: the same as one call with all of them
-    twice = mps.observe(obs[:1], shrinkage=lam).observe(obs[1:])
+    twice = mps.observe(obs[:1], prior_weight=lam).observe(obs[1:])
     assert twice.predict([a, d]).slowdown == pytest.approx(got.predict([a, d]).slowdown)
-    # the default λ is the mode's constant
+    # the default n₀ is the mode's constant
     assert mps.observe(obs).predict([a, d]).slowdown[0] == pytest.approx(
-        max(mps.predict([a, d]).slowdown[0] * math.exp(3 / (3 + OBSERVED_SHRINKAGE["mps"]) * r), SLOWDOWN_FLOOR))
+        max(mps.predict([a, d]).slowdown[0] * math.exp(3 / (3 + OBSERVED_PRIOR_WEIGHT["mps"]) * r), SLOWDOWN_FLOOR))
 
 
 def test_every_prediction_path_applies_the_same_correction(jobs, mps):
     a, b, c, d, e = jobs
-    p = mps.observe([Observation((a, b), (2.2, 1.1)), Observation((c, d), (1.1, 1.9))], shrinkage=0.5)
+    p = mps.observe([Observation((a, b), (2.2, 1.1)), Observation((c, d), (1.1, 1.9))], prior_weight=0.5)
     sets = [[a, b], [a, c, e], [d, e], [b, c, d, e]]
     many = p.predict_many(sets)
     for i, s in enumerate(sets):
@@ -91,8 +91,8 @@ def test_bad_observations_are_refused_in_one_line(jobs, mps):
         Observation((a, b), (1.5, float("nan")))
     with pytest.raises(ValueError, match="at least|2 to"):
         Observation((a,), (1.5,))
-    with pytest.raises(ValueError, match="shrinkage"):
-        mps.observe([Observation((a, b), (1.5, 1.2))], shrinkage=-1)
+    with pytest.raises(ValueError, match="prior_weight"):
+        mps.observe([Observation((a, b), (1.5, 1.2))], prior_weight=-1)
 
 
 def _observations(tmp_path, entries):
@@ -145,7 +145,7 @@ def test_a_request_s_observed_collocations_move_rank_and_refuse_unknown_jobs(tmp
     code, out, _ = run(capsys, "rank", f, "--json")
     assert code == 0
     after = {r["partner"]: r for r in json.loads(out)["partners"]}
-    w = 1 / (1 + OBSERVED_SHRINKAGE["mps"])  # one observation: the pair itself, so s' = ŝ^(1 − w)·4^w
+    w = 1 / (1 + OBSERVED_PRIOR_WEIGHT["mps"])  # one observation: the pair itself, so s' = ŝ^(1 − w)·4^w
     for col in ("job_slowdown", "partner_slowdown"):
         assert after[NAMES[1]][col] == pytest.approx(before[NAMES[1]][col] ** (1 - w) * 4.0 ** w, rel=1e-6)
     assert after[NAMES[1]]["throughput"] < before[NAMES[1]]["throughput"]  # a measured 4x makes that pair worse
@@ -173,7 +173,7 @@ def test_the_shrinkage_study_trusts_a_pure_offset_and_ignores_pure_noise():
     offset = _rows([0.2, -0.15, 0.1, -0.3], noise=0.0)
     table = study.score_table(offset, draws=5)
     assert study.choose(table) == {"mps": 0.0}
-    at0 = table[(table["shrinkage"] == 0) & (table["k"] == 1)]["slowdown_mape_pct"].iloc[0]
+    at0 = table[(table["prior_weight"] == 0) & (table["k"] == 1)]["slowdown_mape_pct"].iloc[0]
     assert at0 == pytest.approx(0.0, abs=1e-9)  # a constant offset is removed exactly by one observation
     noise = _rows([0, 0, 0, 0, 0, 0], noise=0.1)
     assert study.choose(study.score_table(noise, draws=5)) == {"mps": math.inf}

@@ -6,10 +6,10 @@ unseen job's mean signed error removed, time-slicing leave-architecture-out MAPE
 observations of job j and r_j the mean of log(s / ŝ) over them (s measured, ŝ the model's prediction of that same
 set), every later prediction of j, and its interval, is multiplied by
 
-    exp(w_j · r_j),   w_j = k / (k + λ)
+    exp(w_j · r_j),   w_j = k / (k + n₀)
 
-a shrinkage estimate of the job's log-offset: λ is the prior's weight counted in observations (λ = 0 trusts one
-observation fully; ∞ ignores them). λ per mode is ``constants.OBSERVED_SHRINKAGE``, chosen on the development
+a shrinkage estimate of the job's log-offset: n₀ is the prior's weight counted in observations (n₀ = 0 trusts one
+observation fully; ∞ ignores them). n₀ per mode is ``constants.OBSERVED_PRIOR_WEIGHT``, chosen on the development
 architectures (``scripts/dev_observed_shrinkage.py``). A job is known by its profile's name.
 """
 
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..constants import MAX_SET_SIZE, OBSERVED_SHRINKAGE, SLOWDOWN_FLOOR
+from ..constants import MAX_SET_SIZE, OBSERVED_PRIOR_WEIGHT, SLOWDOWN_FLOOR
 from ..profile import JobProfile
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,16 +59,16 @@ class JobOffset:
     observations: int
     mean_log_ratio: float
 
-    def factor(self, shrinkage: float) -> float:
-        """exp(k / (k + λ) · r): the multiplier of the job's predictions."""
-        if math.isinf(shrinkage):
+    def factor(self, prior_weight: float) -> float:
+        """exp(k / (k + n₀) · r): the multiplier of the job's predictions (n₀ = ``prior_weight``)."""
+        if math.isinf(prior_weight):
             return 1.0
-        return math.exp(self.observations / (self.observations + shrinkage) * self.mean_log_ratio)
+        return math.exp(self.observations / (self.observations + prior_weight) * self.mean_log_ratio)
 
 
-def shrinkage_of(mode: str) -> float:
-    """λ of ``mode`` (``constants.OBSERVED_SHRINKAGE``)."""
-    return float(OBSERVED_SHRINKAGE[mode])
+def prior_weight_of(mode: str) -> float:
+    """n₀ of ``mode`` (``constants.OBSERVED_PRIOR_WEIGHT``)."""
+    return float(OBSERVED_PRIOR_WEIGHT[mode])
 
 
 def job_offsets(predictor: "Predictor", observations: Sequence[Observation],
@@ -86,9 +86,9 @@ def job_offsets(predictor: "Predictor", observations: Sequence[Observation],
     return {n: JobOffset(k, total / k) for n, (total, k) in sums.items()}
 
 
-def factors(offsets: Mapping[str, JobOffset], names: Sequence[str], shrinkage: float) -> np.ndarray:
+def factors(offsets: Mapping[str, JobOffset], names: Sequence[str], prior_weight: float) -> np.ndarray:
     """The multiplier of each of ``names`` (1 for a job never observed)."""
-    return np.array([offsets[n].factor(shrinkage) if n in offsets else 1.0 for n in names])
+    return np.array([offsets[n].factor(prior_weight) if n in offsets else 1.0 for n in names])
 
 
 def corrected(slowdown: np.ndarray, factor: np.ndarray) -> np.ndarray:

@@ -32,7 +32,7 @@ from .estimator import SlowdownModel
 from .baseline import baseline_columns
 from .features import FEATURES, feature_columns, feature_matrix, index_sets, profile_matrix  # noqa: F401 (index_sets: the benchmark's)
 from .manifest import default_model_path, load_model, save_model
-from .observed import JobOffset, Observation, corrected, factors, job_offsets, shrinkage_of
+from .observed import JobOffset, Observation, corrected, factors, job_offsets, prior_weight_of
 from .placement import Gpu, Placement, place
 from .sources import PROFILE_SOURCES, source_of
 
@@ -112,8 +112,8 @@ class Predictor:
     manifest: dict[str, Any] = field(default_factory=dict)
     offsets: dict[str, JobOffset] = field(default_factory=dict)
     """Each observed job's offset (:meth:`observe`; :mod:`colopred.runtime.observed`), by profile name."""
-    shrinkage: float | None = None
-    """λ of the offsets' shrinkage k / (k + λ); None: ``constants.OBSERVED_SHRINKAGE`` of the mode."""
+    prior_weight: float | None = None
+    """n₀ of the offsets' weight k / (k + n₀); None: ``constants.OBSERVED_PRIOR_WEIGHT`` of the mode."""
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -152,23 +152,23 @@ class Predictor:
         return path
 
     # ------------------------------------------------------------ observations
-    def observe(self, observations: Sequence[Observation], shrinkage: float | None = None) -> "Predictor":
+    def observe(self, observations: Sequence[Observation], prior_weight: float | None = None) -> "Predictor":
         """A copy of this predictor whose predictions of every observed job (and their intervals) are shifted toward
         what was measured of it: k observations with mean log(measured / predicted) r multiply its slowdowns by
-        exp(k / (k + λ) · r) (:mod:`colopred.runtime.observed`). Observations pool with those this predictor already
-        holds; ``shrinkage`` sets λ (default: ``constants.OBSERVED_SHRINKAGE`` of the mode; ``math.inf``: none)."""
-        lam = self.shrinkage if shrinkage is None else shrinkage
-        lam = shrinkage_of(self.mode) if lam is None else float(lam)
-        if not lam >= 0:
-            raise ValueError(f"shrinkage must be >= 0, not {shrinkage!r}")
+        exp(k / (k + n₀) · r) (:mod:`colopred.runtime.observed`). Observations pool with those this predictor already
+        holds; ``prior_weight`` sets n₀ (default: ``constants.OBSERVED_PRIOR_WEIGHT`` of the mode; ``math.inf``: none)."""
+        n0 = self.prior_weight if prior_weight is None else prior_weight
+        n0 = prior_weight_of(self.mode) if n0 is None else float(n0)
+        if not n0 >= 0:
+            raise ValueError(f"prior_weight must be >= 0, not {prior_weight!r}")
         if not all(isinstance(o, Observation) for o in observations):
             raise ValueError("observations must be colopred Observation records")
         raw = replace(self, offsets={})
-        return replace(self, offsets=job_offsets(raw, observations, self.offsets), shrinkage=lam)
+        return replace(self, offsets=job_offsets(raw, observations, self.offsets), prior_weight=n0)
 
     def _factors(self, names: Sequence[str]) -> np.ndarray:
-        lam = shrinkage_of(self.mode) if self.shrinkage is None else self.shrinkage
-        return factors(self.offsets, names, lam)
+        n0 = prior_weight_of(self.mode) if self.prior_weight is None else self.prior_weight
+        return factors(self.offsets, names, n0)
 
     # --------------------------------------------------------------- predicting
     @property
