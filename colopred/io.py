@@ -2,18 +2,20 @@
 folder, flushed and fsynced, then renamed over the target), so a run killed or failing at any moment leaves
 either the old file or the new one, never half of one. :func:`check_output` refuses, before anything is
 computed, an output that cannot be written or that is one of the inputs. :func:`sha256_of` is the checksum that
-model manifests and imported tables record of a file."""
+model manifests and imported tables record of a file. :func:`read_json` reads a JSON input document, every failure
+one error naming the file."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import tempfile
 from pathlib import Path
 from typing import IO, Iterator
 
-from .errors import InputError
+from .errors import InputError, SchemaError
 
 
 def check_output(path: str | os.PathLike, *inputs: str | os.PathLike | None, what: str = "output") -> Path:
@@ -108,3 +110,17 @@ def sha256_of(path: str | os.PathLike) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def read_json(path: str | os.PathLike) -> object:
+    """The JSON document in ``path``: a missing or unreadable file is an :class:`InputError`, text that is not JSON a
+    :class:`SchemaError`, each naming the file."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(path, "no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(path, f"cannot read ({getattr(e, 'strerror', None) or e.__class__.__name__})") from None
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise SchemaError(path, f"not valid JSON ({getattr(e, 'msg', 'nested too deeply')})") from None

@@ -213,7 +213,7 @@ def main() -> int:
                                   values="coverage_pct").reset_index()[["mode", "jobs", "split", "co_saturating", "rows", *SCALES]]
     print(wide.round(1).to_string(index=False))
     print(cell_wide.round(1).to_string(index=False))
-    verdict = (f"objective (row-weighted mean |coverage - 90| over the cells): "
+    verdict = ("objective (row-weighted mean |coverage - 90| over the cells): "
                + ", ".join(f"{k} {objective[k]:.2f}" for k in SCALES)
                + f"; bootstrap SE of the difference {se:.2f}; in use: {incumbent}; chosen: {scale}, a = {chosen[scale]}")
     print(f"{verdict} ({time.monotonic() - t0:.0f} s)")

@@ -15,7 +15,6 @@ architectures (``scripts/dev_observed_shrinkage.py``). A job is known by its pro
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -25,7 +24,10 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..constants import MAX_SET_SIZE, OBSERVED_PRIOR_WEIGHT, SLOWDOWN_FLOOR
+from ..errors import SchemaError
+from ..io import read_json
 from ..profile import JobProfile
+from ..schema import problems
 
 if TYPE_CHECKING:  # pragma: no cover
     from .predictor import Predictor
@@ -103,8 +105,6 @@ OBSERVATIONS_SCHEMA = "colopred.observations"
 def parse_observation(path: Path, where: str, entry: Any, resolve: Callable[[str, str], JobProfile]) -> Observation:
     """One ``{"jobs": [...], "slowdowns": [...]}`` entry of a file (an observations file, a placement request's
     ``observed``); ``resolve(name, where)`` gives the profile a job entry names. Errors name the file and field."""
-    from ..errors import SchemaError
-
     if not isinstance(entry, dict) or set(entry) - {"jobs", "slowdowns"} or not {"jobs", "slowdowns"} <= set(entry):
         raise SchemaError(path, f"{where} must be an object with jobs and slowdowns (and nothing else)")
     jobs, slowdowns = entry["jobs"], entry["slowdowns"]
@@ -123,18 +123,8 @@ def parse_observation(path: Path, where: str, entry: Any, resolve: Callable[[str
 def read_observations(path: str | os.PathLike, mode: str, known: Sequence[JobProfile] = ()) -> list[Observation]:
     """The observations of ``mode`` in an observations file (entries of the other mode are skipped: one file may log
     both). A job is a name among ``known`` or a profile file relative to the file's folder."""
-    from ..errors import InputError, SchemaError
-    from ..schema import problems
-
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
-        raise InputError(path, f"cannot read: {e.__class__.__name__}") from None
-    except (json.JSONDecodeError, RecursionError) as e:
-        raise SchemaError(path, f"not valid JSON ({getattr(e, 'msg', 'nested too deeply')})") from None
+    doc = read_json(path)
     if not isinstance(doc, dict) or doc.get("schema") != OBSERVATIONS_SCHEMA:
         raise SchemaError(path, f"not a colopred observations file (expected \"schema\": \"{OBSERVATIONS_SCHEMA}\")")
     wrong = problems(doc, "observations")

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ..constants import MODES
-from ..errors import InputError, SchemaError
+from ..errors import SchemaError
+from ..io import read_json
 from ..profile import JobProfile
 from .observed import Observation, parse_observation
 from .placement import Gpu
@@ -83,14 +84,7 @@ def _job(path: Path, where: str, entry: Any) -> JobProfile:
 def read_request(path: str | os.PathLike) -> Request:
     """A request file, checked (one :class:`SchemaError` naming the file and the field for anything wrong)."""
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
-        raise InputError(path, f"cannot read: {e.__class__.__name__}") from None
-    except (json.JSONDecodeError, RecursionError) as e:
-        raise SchemaError(path, f"not valid JSON ({getattr(e, 'msg', 'nested too deeply')})") from None
+    doc = read_json(path)
     if not isinstance(doc, dict) or doc.get("schema") != REQUEST_SCHEMA:
         raise SchemaError(path, f"not a colopred placement request (expected \"schema\": \"{REQUEST_SCHEMA}\")")
     if doc.get("schema_version", REQUEST_VERSION) != REQUEST_VERSION:

@@ -19,7 +19,6 @@ In the campaign the command runs as a worker of the pool (:class:`CommandProcess
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -100,15 +99,10 @@ def read_jobs_file(path: str | os.PathLike) -> dict[str, JobCommand]:
     """The jobs of a jobs file by name; every problem is one InputError naming the file."""
     from ..zoo.registry import JobSpec
 
+    from ...io import read_json
+
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(path, f"cannot read ({getattr(e, 'strerror', None) or e.__class__.__name__})") from None
-    except (json.JSONDecodeError, RecursionError) as e:
-        raise InputError(path, f"not valid JSON ({getattr(e, 'msg', 'nested too deeply')})") from None
+    doc = read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list) or not doc["jobs"]:
         raise InputError(path, 'not a jobs file: expected {"jobs": [{"name": ..., "command": [...]}, ...]}')
     out: dict[str, JobCommand] = {}
