@@ -16,7 +16,7 @@ not used.
   PYTHONPATH=. python scripts/dev_observed_shrinkage.py [--rows reports/h100/leave_arch_roles/target_rows.csv]
       [--data datasets/h100] [--out reports/h100/observed]
 
-Writes ``table.csv`` (mode, split, n₀, k: rows, MAPE, interval coverage) and ``README.md``.
+Writes ``table.csv`` (mode, split, n₀, k: rows, MAPE, interval coverage), ``observed.png`` and ``README.md``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from colopred.constants import SLOWDOWN_FLOOR  # noqa: E402
-from colopred.io import write_csv_atomic, write_text_atomic  # noqa: E402
+from colopred.io import atomic_file, write_csv_atomic, write_text_atomic  # noqa: E402
 from colopred.research.protocol import locked_architectures  # noqa: E402
 from colopred.research.report import md_table  # noqa: E402
 
@@ -95,6 +95,33 @@ def choose(table: pd.DataFrame) -> dict[str, float]:
             for mode, g in obj.groupby("mode", sort=False)}
 
 
+def plot(table: pd.DataFrame, chosen: dict[str, float], path: Path) -> None:
+    """MAPE against the number of a job's observed collocations (0: none), at each mode's chosen n₀, development and
+    locked architectures."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(chosen), figsize=(4.2 * len(chosen), 3.4), sharey=True)
+    for ax, (mode, n0) in zip(np.atleast_1d(axes), chosen.items()):
+        for split, style in (("development", "o-"), ("locked", "s--")):
+            t = table[(table["mode"] == mode) & (table["split"] == split)]
+            at = t[t["prior_weight"] == n0].sort_values("k")
+            none = t[np.isinf(t["prior_weight"])]["slowdown_mape_pct"].iloc[0]
+            ax.plot([0, *at["k"]], [none, *at["slowdown_mape_pct"]], style, label=split)
+        ax.set_title(f"{mode} (n₀ = {n0:g})")
+        ax.set_xlabel("observed collocations of the job")
+        ax.set_xticks([0, *KS])
+        ax.grid(alpha=0.3)
+    np.atleast_1d(axes)[0].set_ylabel("slowdown MAPE of its other rows, %")
+    np.atleast_1d(axes)[0].legend()
+    fig.tight_layout()
+    with atomic_file(path, "wb", encoding=None) as f:
+        fig.savefig(f, format="png", dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", default=str(ROOT / "reports/h100/leave_arch_roles/target_rows.csv"))
@@ -116,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     write_csv_atomic(table, out / "table.csv", index=False)
+    plot(table, chosen, out / "observed.png")
     write_text_atomic(out / "README.md",
         "# What a job's measured collocations buy its later predictions\n\n"
         f"`PYTHONPATH=. python scripts/dev_observed_shrinkage.py --rows {a.rows} --out {a.out}` (rows: "
@@ -125,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         "n₀ = inf: no correction:\n\n" + md_table(wide, digits=2)
         + "\n\nChosen on the development rows: " + ", ".join(f"{m} n₀ = {v:g}" for m, v in chosen.items())
         + ". At the chosen n₀ against none, with interval coverage (the interval moves with the prediction):\n\n"
-        + md_table(at.round(2)) + "\n")
+        + md_table(at.round(2)) + "\n\n![MAPE against observed collocations](observed.png)\n")
     print(f"wrote {out}")
     return 0
 
