@@ -124,6 +124,12 @@ averaged over k = 1, 2, 4; data hash 5f520d9e813259e7): time-slicing 0.5 (one ob
 architectures 5.42 → 3.69%), MPS 2 (6.44 → 6.09%; locked 5.37 → 5.35%): under MPS one collocation's scatter
 weighs more against the job's own offset."""
 
+OBSERVED_OFFSET_SHARE = {"timeslice": 0.73, "mps": 0.29}
+"""q of ``runtime.observed``, per mode: the share of the leave-arch log-error variance that is each unseen job's own
+offset (between-job variance of the offsets, net of the rows' own scatter, over the total), estimated on the
+development architectures' rows by ``scripts/dev_observed_shrinkage.py`` (data hash 5f520d9e813259e7; locked rows
+0.65 and 0.20). It sets how much an observed job's interval narrows: ρ(k) = √((1 − w)²q + (1 − q)(1 + w²/k))."""
+
 SLOWDOWN_FLOOR = 1.0
 """Least slowdown a prediction gives: a job that shares its GPU does not run faster than alone (measured slowdowns below
 1 are noise of the solo and collocated times). A physical bound, not a tuned value: without it the trees, which scale

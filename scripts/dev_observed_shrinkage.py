@@ -6,7 +6,9 @@ With k measured collocations of a job, r the mean of log(s / ŝ) over them (s me
 prediction of the job is multiplied by exp(w·r), w = k / (k + n₀). The rows are ``scripts/leave_arch_roles.py``'s
 ``target_rows.csv``: every job's collocations predicted by models that never saw its architecture, the situation of a
 scheduler's new job. For every row of a job, ``DRAWS`` draws of k of the job's other rows (seed ``SEED``) play the
-observations; the row is scored with the correction they give.
+observations; the row is scored with the correction they give. q (``constants.OBSERVED_OFFSET_SHARE``, the
+narrowing of an observed job's interval) is estimated on the development rows: a variance decomposition, not a
+choice.
 
 **Rule, fixed before the first run**: per mode, the n₀ of ``GRID`` (∞: no correction) of least development MAPE
 averaged over k = 1, 2 and 4 (rows of architectures outside ``datasets/h100/locked_split.json``; a job scored at k
@@ -60,26 +62,48 @@ def observed_log_offsets(rows: pd.DataFrame, k: int, draws: int = DRAWS, seed: i
     return out
 
 
-def corrected_scores(rows: pd.DataFrame, offsets: np.ndarray, prior_weight: float, k: int) -> pd.DataFrame:
+def offset_share(rows: pd.DataFrame) -> dict[str, float]:
+    """q per mode: the share of the rows' log-error variance that is their job's own offset — the variance of the job
+    means net of the scatter each mean carries (within-job variance / rows of the job), over that plus the
+    within-job variance (``constants.OBSERVED_OFFSET_SHARE``)."""
+    e = np.log(rows["slowdown"] / rows["pred"])
+    out = {}
+    for mode, g in e.groupby(rows["mode"], sort=False):
+        jobs = rows.loc[g.index, "job"]
+        stats = g.groupby(jobs).agg(["mean", "size", "var"])
+        within = ((stats["size"] - 1) * stats["var"].fillna(0)).sum() / (len(g) - len(stats))
+        between = max(stats["mean"].var() - within * (1 / stats["size"]).mean(), 0.0)
+        out[mode] = float(between / (between + within))
+    return out
+
+
+def corrected_scores(rows: pd.DataFrame, offsets: np.ndarray, prior_weight: float, k: int,
+                     share: dict[str, float] | None = None) -> pd.DataFrame:
     """Per row (those with offsets): absolute % error and interval coverage (%) of the corrected prediction, averaged
-    over the draws."""
+    over the draws; the interval's log half-widths times ρ(k) of ``runtime.observed`` (q of the row's mode from
+    ``share``; none given: the width kept)."""
     ok = ~np.isnan(offsets[:, 0])
     w = 0.0 if math.isinf(prior_weight) else k / (k + prior_weight)
     f = np.exp(w * offsets[ok])  # rows x draws
     s = rows["slowdown"].to_numpy()[ok, None]
-    p = np.maximum(rows["pred"].to_numpy()[ok, None] * f, SLOWDOWN_FLOOR)
-    lo, hi = rows["lo"].to_numpy()[ok, None] * f, rows["hi"].to_numpy()[ok, None] * f
+    pred = rows["pred"].to_numpy()[ok, None]
+    p = np.maximum(pred * f, SLOWDOWN_FLOOR)
+    q = np.array([share[m] for m in rows["mode"].to_numpy()[ok]])[:, None] if share else None
+    rho = 1.0 if q is None else np.sqrt((1 - w) ** 2 * q + (1 - q) * (1 + w * w / k))
+    lo = pred * f * (rows["lo"].to_numpy()[ok, None] / pred) ** rho
+    hi = pred * f * (rows["hi"].to_numpy()[ok, None] / pred) ** rho
     return pd.DataFrame({"ape_pct": (100 * np.abs(p - s) / s).mean(axis=1),
                          "covered_pct": (100 * ((s >= lo) & (s <= hi))).mean(axis=1)}, index=rows.index[ok])
 
 
-def score_table(rows: pd.DataFrame, grid=GRID, ks=KS, draws: int = DRAWS, seed: int = SEED) -> pd.DataFrame:
+def score_table(rows: pd.DataFrame, grid=GRID, ks=KS, draws: int = DRAWS, seed: int = SEED,
+                share: dict[str, float] | None = None) -> pd.DataFrame:
     """MAPE and coverage per (mode, split, n₀, k); ``rows`` carries ``split`` (development or locked)."""
     out = []
     for k in ks:
         offsets = observed_log_offsets(rows, k, draws, seed)
         for n0 in grid:
-            sc = corrected_scores(rows, offsets, n0, k).join(rows[["mode", "split"]])
+            sc = corrected_scores(rows, offsets, n0, k, share).join(rows[["mode", "split"]])
             g = sc.groupby(["mode", "split"], sort=False).agg(rows=("ape_pct", "size"), slowdown_mape_pct=("ape_pct", "mean"),
                                                               interval_coverage_pct=("covered_pct", "mean"))
             out.append(g.reset_index().assign(prior_weight=n0, k=k))
@@ -131,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = pd.read_csv(a.rows)
     arch = rows["held_out"]
     rows["split"] = np.where(arch.isin(locked_architectures(a.data)), "locked", "development")
-    table = score_table(rows)
+    share = offset_share(rows[rows["split"] == "development"])
+    table = score_table(rows, share=share)
     chosen = choose(table)
     wide = table.pivot_table(index=["mode", "split", "k", "rows"], columns="prior_weight", values="slowdown_mape_pct",
                              sort=False).reset_index()
@@ -139,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     at = pd.concat([table[(table["mode"] == m) & (table["prior_weight"].isin([n0, math.inf]))] for m, n0 in chosen.items()])
     at = at.assign(prior_weight=at["prior_weight"].map(lambda v: "none" if math.isinf(v) else f"{v:g}"))
     print(wide.round(2).to_string(index=False))
-    print("chosen:", chosen)
+    print("chosen:", chosen, "offset share q (development rows):", {m: round(v, 2) for m, v in share.items()},
+          "locked rows:", {m: round(v, 2) for m, v in offset_share(rows[rows["split"] == "locked"]).items()})
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     write_csv_atomic(table, out / "table.csv", index=False)
@@ -152,7 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         "measured collocations shift its predictions by exp(k/(k + n₀)·r), r their mean log(measured / predicted); "
         "n₀ = inf: no correction:\n\n" + md_table(wide, digits=2)
         + "\n\nChosen on the development rows: " + ", ".join(f"{m} n₀ = {v:g}" for m, v in chosen.items())
-        + ". At the chosen n₀ against none, with interval coverage (the interval moves with the prediction):\n\n"
+        + ". Share of the log-error variance that is the job's own offset (q, `OBSERVED_OFFSET_SHARE`; development "
+        "rows): " + ", ".join(f"{m} {v:.2f}" for m, v in share.items())
+        + ". At the chosen n₀ against none, with interval coverage (the interval moves with the prediction, its log "
+        "half-widths times ρ(k) = √((1 − w)²q + (1 − q)(1 + w²/k))):\n\n"
         + md_table(at.round(2)) + "\n\n![MAPE against observed collocations](observed.png)\n")
     print(f"wrote {out}")
     return 0

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from colopred import Observation
-from colopred.constants import OBSERVED_PRIOR_WEIGHT, SLOWDOWN_FLOOR
+from colopred.constants import OBSERVED_OFFSET_SHARE, OBSERVED_PRIOR_WEIGHT, SLOWDOWN_FLOOR
 from colopred.profile import JobProfile
 from colopred.runtime.predictor import Predictor
 from colopred.schema import problems
@@ -37,9 +37,13 @@ def test_full_trust_reproduces_the_observation_and_none_leaves_the_model(jobs, m
     exact = mps.observe([seen], prior_weight=0).predict([a, b])
     assert exact.slowdown == pytest.approx((1.9, 1.6))
     assert exact.observations == (1, 1) and raw.observations is None
-    # the interval moves with the prediction: same width in log
+    # the interval moves with the prediction, its log half-widths times ρ = √((1 − w)²q + (1 − q)(1 + w²/k)):
+    # here w = 1, k = 1, so ρ = √(2(1 − q)) — one observation's own scatter replaces the offset's
+    rho = math.sqrt(2 * (1 - OBSERVED_OFFSET_SHARE["mps"]))
     for (lo, hi), (lo0, hi0), s, s0 in zip(exact.interval, raw.interval, exact.slowdown, raw.slowdown):
-        assert math.log(hi / s) == pytest.approx(math.log(hi0 / s0)) and math.log(s / lo) == pytest.approx(math.log(s0 / lo0))
+        assert math.log(hi / s) == pytest.approx(rho * math.log(hi0 / s0))
+        assert math.log(s / lo) == pytest.approx(rho * math.log(s0 / lo0))
+    assert np.allclose(mps.observe([seen], prior_weight=math.inf).predict([a, b]).interval, raw.interval)
     assert mps.observe([seen], prior_weight=math.inf).predict([a, b]).slowdown == pytest.approx(raw.slowdown)
     # a job never observed is left alone, beside an observed one
     other = mps.observe([seen], prior_weight=0).predict([a, c])
@@ -60,6 +64,14 @@ def test_the_prior_weight_weighs_k_observations_and_observations_pool(jobs, mps)
     assert got.offsets[a.name].observations == 3
     want = mps.predict([a, d]).slowdown[0] * math.exp(3 / (3 + lam) * r)
     assert got.predict([a, d]).slowdown[0] == pytest.approx(max(want, SLOWDOWN_FLOOR))
+    # the interval narrows as observations accumulate (time-slicing: most of the error is the job's offset)
+    ts = Predictor.default("timeslice")
+    widths = []
+    for k in (1, 2, 4):
+        p = ts.observe([Observation((a, b), (1.8, 1.6))] * k, prior_weight=lam).predict([a, c])
+        widths.append(math.log(p.interval[0][1] / p.interval[0][0]))
+    raw_width = math.log(ts.predict([a, c]).interval[0][1] / ts.predict([a, c]).interval[0][0])
+    assert raw_width > widths[0] > widths[1] > widths[2]
     # observing in two calls pools: the same as one call with all of them
     twice = mps.observe(obs[:1], prior_weight=lam).observe(obs[1:])
     assert twice.predict([a, d]).slowdown == pytest.approx(got.predict([a, d]).slowdown)
@@ -177,6 +189,9 @@ def test_the_shrinkage_study_trusts_a_pure_offset_and_ignores_pure_noise():
     assert at0 == pytest.approx(0.0, abs=1e-9)  # a constant offset is removed exactly by one observation
     noise = _rows([0, 0, 0, 0, 0, 0], noise=0.1)
     assert study.choose(study.score_table(noise, draws=5)) == {"mps": math.inf}
+    # q: all offset when the rows do not scatter, none when the jobs have no offset
+    assert study.offset_share(offset.assign(slowdown=offset["slowdown"] * np.exp(0.001 * np.sin(np.arange(len(offset))))))["mps"] > 0.99
+    assert study.offset_share(noise)["mps"] < 0.1
     # a job with k rows or fewer is not scored at k
     few = _rows([0.1], noise=0.0, n=2)
     assert study.observed_log_offsets(few, 2).shape == (2, study.DRAWS) and np.isnan(study.observed_log_offsets(few, 2)).all()

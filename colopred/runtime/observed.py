@@ -11,6 +11,15 @@ set), every later prediction of j, and its interval, is multiplied by
 a shrinkage estimate of the job's log-offset: n₀ is the prior's weight counted in observations (n₀ = 0 trusts one
 observation fully; ∞ ignores them). n₀ per mode is ``constants.OBSERVED_PRIOR_WEIGHT``, chosen on the development
 architectures (``scripts/dev_observed_shrinkage.py``). A job is known by its profile's name.
+
+The interval narrows with what the observations remove. With the log error e = b + ε of a job's rows (b its
+offset, ε the row's own scatter) and q = var b / var e, the corrected error (1 − w)·b + ε − w·ε̄ₖ has standard
+deviation ρ times the uncorrected one,
+
+    ρ(k) = √((1 − w)²·q + (1 − q)·(1 + w²/k))
+
+and the interval's log half-widths around the corrected prediction are ρ times the model's (q per mode,
+``constants.OBSERVED_OFFSET_SHARE``, a variance decomposition of the development rows' errors).
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..constants import MAX_SET_SIZE, OBSERVED_PRIOR_WEIGHT, SLOWDOWN_FLOOR
+from ..constants import MAX_SET_SIZE, OBSERVED_OFFSET_SHARE, OBSERVED_PRIOR_WEIGHT, SLOWDOWN_FLOOR
 from ..errors import SchemaError
 from ..io import read_json
 from ..profile import JobProfile
@@ -61,16 +70,29 @@ class JobOffset:
     observations: int
     mean_log_ratio: float
 
+    def weight(self, prior_weight: float) -> float:
+        """w = k / (k + n₀) (n₀ = ``prior_weight``; 0 for n₀ = ∞)."""
+        return 0.0 if math.isinf(prior_weight) else self.observations / (self.observations + prior_weight)
+
     def factor(self, prior_weight: float) -> float:
-        """exp(k / (k + n₀) · r): the multiplier of the job's predictions (n₀ = ``prior_weight``)."""
-        if math.isinf(prior_weight):
-            return 1.0
-        return math.exp(self.observations / (self.observations + prior_weight) * self.mean_log_ratio)
+        """exp(w · r): the multiplier of the job's predictions."""
+        return math.exp(self.weight(prior_weight) * self.mean_log_ratio)
+
+    def width_factor(self, prior_weight: float, offset_share: float) -> float:
+        """ρ = √((1 − w)²·q + (1 − q)·(1 + w²/k)), q = ``offset_share``: the multiplier of the interval's log
+        half-widths (module doc)."""
+        w = self.weight(prior_weight)
+        return math.sqrt((1 - w) ** 2 * offset_share + (1 - offset_share) * (1 + w * w / self.observations))
 
 
 def prior_weight_of(mode: str) -> float:
     """n₀ of ``mode`` (``constants.OBSERVED_PRIOR_WEIGHT``)."""
     return float(OBSERVED_PRIOR_WEIGHT[mode])
+
+
+def offset_share_of(mode: str) -> float:
+    """q of ``mode`` (``constants.OBSERVED_OFFSET_SHARE``)."""
+    return float(OBSERVED_OFFSET_SHARE[mode])
 
 
 def job_offsets(predictor: "Predictor", observations: Sequence[Observation],
@@ -93,9 +115,23 @@ def factors(offsets: Mapping[str, JobOffset], names: Sequence[str], prior_weight
     return np.array([offsets[n].factor(prior_weight) if n in offsets else 1.0 for n in names])
 
 
+def width_factors(offsets: Mapping[str, JobOffset], names: Sequence[str], prior_weight: float,
+                  offset_share: float) -> np.ndarray:
+    """The interval's log half-width multiplier ρ of each of ``names`` (1 for a job never observed)."""
+    return np.array([offsets[n].width_factor(prior_weight, offset_share) if n in offsets else 1.0 for n in names])
+
+
 def corrected(slowdown: np.ndarray, factor: np.ndarray) -> np.ndarray:
     """Slowdowns (any shape; the factor broadcast) times their factor, floored as the model's are."""
     return np.maximum(slowdown * factor, SLOWDOWN_FLOOR)
+
+
+def corrected_interval(slowdown: np.ndarray, interval: np.ndarray, factor: np.ndarray, width: np.ndarray) -> np.ndarray:
+    """n x 2 intervals around the corrected slowdowns: each end's log distance from the model's prediction times ρ
+    (``width``), around the prediction times its factor; floored as slowdowns are."""
+    centre = slowdown * factor
+    ratio = interval / slowdown[:, None]
+    return np.maximum(centre[:, None] * ratio ** width[:, None], SLOWDOWN_FLOOR)
 
 
 OBSERVATIONS_SCHEMA = "colopred.observations"

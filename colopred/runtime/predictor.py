@@ -32,7 +32,17 @@ from .estimator import SlowdownModel
 from .baseline import baseline_columns
 from .features import FEATURES, feature_columns, feature_matrix, index_sets, profile_matrix  # noqa: F401 (index_sets: the benchmark's)
 from .manifest import default_model_path, load_model, save_model
-from .observed import JobOffset, Observation, corrected, factors, job_offsets, prior_weight_of
+from .observed import (
+    JobOffset,
+    Observation,
+    corrected,
+    corrected_interval,
+    factors,
+    job_offsets,
+    offset_share_of,
+    prior_weight_of,
+    width_factors,
+)
 from .placement import Gpu, Placement, place
 from .sources import PROFILE_SOURCES, source_of
 
@@ -211,7 +221,9 @@ class Predictor:
         observed = None
         if self.offsets:
             f = self._factors(names)
-            s, iv = corrected(s, f), corrected(iv, f[:, None])
+            n0 = prior_weight_of(self.mode) if self.prior_weight is None else self.prior_weight
+            rho = width_factors(self.offsets, names, n0, offset_share_of(self.mode))
+            s, iv = corrected(s, f), corrected_interval(s, iv, f, rho)
             observed = tuple(self.offsets[n].observations if n in self.offsets else 0 for n in names)
         need = outcome.memory_need_gib([p.peak_memory_gib for p in profiles])
         gpu_mem = max(p.gpu.memory_gib for p in profiles)
