@@ -38,6 +38,7 @@ from colopred.constants import SLOWDOWN_FLOOR  # noqa: E402
 from colopred.io import atomic_file, write_csv_atomic, write_text_atomic  # noqa: E402
 from colopred.research.protocol import locked_architectures  # noqa: E402
 from colopred.research.report import md_table  # noqa: E402
+from colopred.runtime.observed import interval_width_factor, offset_weight  # noqa: E402
 
 GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, math.inf)
 KS = (1, 2, 4)
@@ -83,13 +84,13 @@ def corrected_scores(rows: pd.DataFrame, offsets: np.ndarray, prior_weight: floa
     over the draws; the interval's log half-widths times ρ(k) of ``runtime.observed`` (q of the row's mode from
     ``share``; none given: the width kept)."""
     ok = ~np.isnan(offsets[:, 0])
-    w = 0.0 if math.isinf(prior_weight) else k / (k + prior_weight)
+    w = offset_weight(k, prior_weight)
     f = np.exp(w * offsets[ok])  # rows x draws
     s = rows["slowdown"].to_numpy()[ok, None]
     pred = rows["pred"].to_numpy()[ok, None]
     p = np.maximum(pred * f, SLOWDOWN_FLOOR)
     q = np.array([share[m] for m in rows["mode"].to_numpy()[ok]])[:, None] if share else None
-    rho = 1.0 if q is None else np.sqrt((1 - w) ** 2 * q + (1 - q) * (1 + w * w / k))
+    rho = 1.0 if q is None else interval_width_factor(w, k, q)
     lo = pred * f * (rows["lo"].to_numpy()[ok, None] / pred) ** rho
     hi = pred * f * (rows["hi"].to_numpy()[ok, None] / pred) ** rho
     return pd.DataFrame({"ape_pct": (100 * np.abs(p - s) / s).mean(axis=1),

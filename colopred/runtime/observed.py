@@ -70,19 +70,26 @@ class JobOffset:
     observations: int
     mean_log_ratio: float
 
-    def weight(self, prior_weight: float) -> float:
-        """w = k / (k + n₀) (n₀ = ``prior_weight``; 0 for n₀ = ∞)."""
-        return 0.0 if math.isinf(prior_weight) else self.observations / (self.observations + prior_weight)
-
     def factor(self, prior_weight: float) -> float:
         """exp(w · r): the multiplier of the job's predictions."""
-        return math.exp(self.weight(prior_weight) * self.mean_log_ratio)
+        return math.exp(offset_weight(self.observations, prior_weight) * self.mean_log_ratio)
 
     def width_factor(self, prior_weight: float, offset_share: float) -> float:
-        """ρ = √((1 − w)²·q + (1 − q)·(1 + w²/k)), q = ``offset_share``: the multiplier of the interval's log
-        half-widths (module doc)."""
-        w = self.weight(prior_weight)
-        return math.sqrt((1 - w) ** 2 * offset_share + (1 - offset_share) * (1 + w * w / self.observations))
+        """ρ: the multiplier of the interval's log half-widths (:func:`interval_width_factor`)."""
+        w = offset_weight(self.observations, prior_weight)
+        return float(interval_width_factor(w, self.observations, offset_share))
+
+
+def offset_weight(k: int, prior_weight: float) -> float:
+    """w = k / (k + n₀) for k observations (n₀ = ``prior_weight``; 0 for n₀ = ∞)."""
+    return 0.0 if math.isinf(prior_weight) else k / (k + prior_weight)
+
+
+def interval_width_factor(w: float, k: int, offset_share: Any) -> Any:
+    """ρ = √((1 − w)²·q + (1 − q)·(1 + w²/k)), q = ``offset_share`` (a number or an array): how much of the error's
+    standard deviation is left once k observations moved the prediction by weight w (module doc)."""
+    q = offset_share
+    return np.sqrt((1 - w) ** 2 * q + (1 - q) * (1 + w * w / k))
 
 
 def prior_weight_of(mode: str) -> float:

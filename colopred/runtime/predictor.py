@@ -167,8 +167,7 @@ class Predictor:
         what was measured of it: k observations with mean log(measured / predicted) r multiply its slowdowns by
         exp(k / (k + n₀) · r) (:mod:`colopred.runtime.observed`). Observations pool with those this predictor already
         holds; ``prior_weight`` sets n₀ (default: ``constants.OBSERVED_PRIOR_WEIGHT`` of the mode; ``math.inf``: none)."""
-        n0 = self.prior_weight if prior_weight is None else prior_weight
-        n0 = prior_weight_of(self.mode) if n0 is None else float(n0)
+        n0 = self._prior_weight if prior_weight is None else float(prior_weight)
         if not n0 >= 0:
             raise ValueError(f"prior_weight must be >= 0, not {prior_weight!r}")
         if not all(isinstance(o, Observation) for o in observations):
@@ -176,9 +175,10 @@ class Predictor:
         raw = replace(self, offsets={})
         return replace(self, offsets=job_offsets(raw, observations, self.offsets), prior_weight=n0)
 
-    def _factors(self, names: Sequence[str]) -> np.ndarray:
-        n0 = prior_weight_of(self.mode) if self.prior_weight is None else self.prior_weight
-        return factors(self.offsets, names, n0)
+    @property
+    def _prior_weight(self) -> float:
+        """n₀ in use: ``prior_weight``, else the mode's constant."""
+        return prior_weight_of(self.mode) if self.prior_weight is None else self.prior_weight
 
     # --------------------------------------------------------------- predicting
     @property
@@ -220,9 +220,8 @@ class Predictor:
         names = [p.name for p in profiles]
         observed = None
         if self.offsets:
-            f = self._factors(names)
-            n0 = prior_weight_of(self.mode) if self.prior_weight is None else self.prior_weight
-            rho = width_factors(self.offsets, names, n0, offset_share_of(self.mode))
+            f = factors(self.offsets, names, self._prior_weight)
+            rho = width_factors(self.offsets, names, self._prior_weight, offset_share_of(self.mode))
             s, iv = corrected(s, f), corrected_interval(s, iv, f, rho)
             observed = tuple(self.offsets[n].observations if n in self.offsets else 0 for n in names)
         need = outcome.memory_need_gib([p.peak_memory_gib for p in profiles])
@@ -308,7 +307,8 @@ class Predictor:
                 X, set_of, pos = feature_matrix(P, members, out=X_buf)
                 s[r[set_of], slots[set_of, pos]] = model._predict_rows(X, tree_buf.reshape(-1, len(model.features_)))
         if self.offsets:
-            s = corrected(s, self._factors([p.name for p in profiles])[np.where(present, idx, 0)])
+            f = factors(self.offsets, [p.name for p in profiles], self._prior_weight)
+            s = corrected(s, f[np.where(present, idx, 0)])
         return s
 
     def rank_partners(self, job: JobProfile, candidates: Sequence[JobProfile], k: int | None = None) -> pd.DataFrame:
