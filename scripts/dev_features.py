@@ -81,7 +81,7 @@ def candidates(d: pd.DataFrame, mode: str) -> dict[str, tuple[str, pd.Series] | 
         if mode == "mps":
             out[f"load_gate_{g:g}"] = ("mps_share_load", d["mps_share_load"] / b * b**g)
         else:
-            out[f"load_gate_{g:g}"] = ("co_sum_busy", co * b ** (g - 1))
+            out[f"load_gate_{g:g}"] = ("queue_load", d["queue_load"] * b ** (g - 1))  # the time-slicing baseline's load
     return out
 
 
