@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from colopred.constants import SLOWDOWN_FLOOR  # noqa: E402
 from colopred.io import atomic_file, write_csv_atomic, write_text_atomic  # noqa: E402
 from colopred.research.protocol import locked_architectures  # noqa: E402
-from colopred.research.report import md_table  # noqa: E402
+from colopred.research.report import md_table, shown_path  # noqa: E402
 from colopred.runtime.observed import interval_width_factor, offset_weight  # noqa: E402
 
 GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, math.inf)
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     plot(table, chosen, out / "observed.png")
     write_text_atomic(out / "README.md",
         "# What a job's measured collocations buy its later predictions\n\n"
-        f"`PYTHONPATH=. python scripts/dev_observed_shrinkage.py --rows {a.rows} --out {a.out}` (rows: "
+        f"`PYTHONPATH=. python scripts/dev_observed_shrinkage.py --rows {shown_path(a.rows, ROOT)} --out {shown_path(a.out, ROOT)}` (rows: "
         "`scripts/leave_arch_roles.py`'s unseen jobs, each predicted by models that never saw its architecture). "
         "The script's docstring has the design and the rule. Slowdown MAPE (%) of a job's other rows once k of its "
         "measured collocations shift its predictions by exp(k/(k + n₀)·r), r their mean log(measured / predicted); "

@@ -13,8 +13,8 @@ remain if each unseen job's own bias (its mean signed relative error over its ro
 of the leave-arch error that is a per-job offset, which no feature of the pair can fix unless the solo profile
 reveals it. And what one measurement of the unseen job would buy a scheduler: its other rows' MAPE once its
 predictions are scaled by measured over predicted slowdown of one of its rows (each of its rows in turn as that
-one; a job of a single row is left out). ``target_rows.csv`` keeps every unseen job's rows (measured and predicted
-slowdown, interval) for ``scripts/dev_observed_shrinkage.py``.
+one; a job of a single row is left out). ``target_rows.csv`` keeps every unseen job's rows (its set, measured and predicted
+slowdown, interval) for ``scripts/dev_observed_shrinkage.py`` and ``scripts/probe_study.py``.
 
   PYTHONPATH=. python scripts/leave_arch_roles.py [--data datasets/h100] [--profiles ncu|nvml] [--out reports/h100/leave_arch_roles]
 """
@@ -54,6 +54,7 @@ def role_rows(df: pd.DataFrame, mode: str, source: str = "ncu", timeline: bool =
         p, iv = m.predict(X[te]), m.predict_interval(X[te])
         out.append(pd.DataFrame({"held_out": arch,
                                  "job": df["job"].to_numpy()[te],
+                                 "set": df["set"].to_numpy()[te],
                                  "role": np.where(df["arch"].to_numpy()[te] == arch, "target unseen", "co-runner unseen"),
                                  "slowdown": s[te], "pred": p, "lo": iv[:, 0], "hi": iv[:, 1],
                                  "error_pct": 100 * (p - s[te]) / s[te],
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     write_csv_atomic(table, out / "table.csv", index=False)
     write_csv_atomic(arch_table, out / "by_arch.csv", index=False)
-    write_csv_atomic(target[["mode", "held_out", "job", "slowdown", "pred", "lo", "hi"]], out / "target_rows.csv",
+    write_csv_atomic(target[["mode", "held_out", "job", "set", "slowdown", "pred", "lo", "hi"]], out / "target_rows.csv",
                      index=False, float_format="%.6g")
     cmd = f"PYTHONPATH=. python scripts/leave_arch_roles.py --data {a.data} --profiles {a.profiles} --out {a.out}"
     text = (f"# Leave-architecture-out by the role of the unseen job\n\n`{cmd}` (data hash `{ds.data_hash}`, "

@@ -4,6 +4,7 @@ and nowhere else; and the script that chooses n₀ prefers full trust for a pure
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,7 +16,7 @@ from colopred.profile import JobProfile
 from colopred.runtime.predictor import Predictor
 from colopred.schema import problems
 
-from .conftest import load_script
+from .conftest import DATA, load_script
 from .test_cli import run
 from .test_placement_cli import NAMES, PROFILES
 
@@ -195,3 +196,77 @@ def test_the_shrinkage_study_trusts_a_pure_offset_and_ignores_pure_noise():
     # a job with k rows or fewer is not scored at k
     few = _rows([0.1], noise=0.0, n=2)
     assert study.observed_log_offsets(few, 2).shape == (2, study.DRAWS) and np.isnan(study.observed_log_offsets(few, 2)).all()
+
+
+RELABEL_CHUNK = "h100-c23m-21"  # MPS sets measured three times each in one run
+
+
+def test_table_writes_one_observation_per_measured_set_that_predict_reads(tmp_path, capsys):
+    from colopred.measurement.harness.reader import read_windows, slowdown_table
+
+    camp = DATA / "relabel" / RELABEL_CHUNK
+    out = tmp_path / "obs" / "seen.json"
+    out.parent.mkdir()
+    code, _, err = run(capsys, "table", camp, "--observations", out, "--profiles", DATA / "profiles" / "ncu")
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    assert problems(doc, "observations") == []
+    table = slowdown_table(read_windows([camp]))
+    means = table.groupby(["mode", "set", "job"])["slowdown"].mean()
+    assert len(doc["observations"]) == table.groupby(["mode", "set"]).ngroups < table["window_id"].nunique()
+    for o in doc["observations"]:
+        names = [JobProfile.from_json(out.parent / j).name for j in o["jobs"]]  # profile files relative to the file
+        assert o["slowdowns"] == pytest.approx([means[(o["mode"], "+".join(sorted(names)), n)] for n in names], rel=1e-5)
+    # predict finds every observed job's profile through the file, and moves the jobs it observed
+    first = doc["observations"][0]
+    target = out.parent / first["jobs"][0]
+    partner = next(p for p in (DATA / "profiles" / "ncu").glob("*.json") if p.name not in {Path(j).name for j in first["jobs"]})
+    code, text, err = run(capsys, "predict", target, partner, "--mode", "mps", "--observed", out, "--json")
+    assert code == 0, err
+    assert json.loads(text)["jobs"][0]["observations"] >= 1
+
+
+def test_table_observations_refuse_a_job_without_a_profile_and_keep_the_old_file(tmp_path, capsys):
+    out = tmp_path / "seen.json"
+    out.write_text("precious")
+    code, text, err = run(capsys, "table", DATA / "relabel" / RELABEL_CHUNK, "--observations", out, "--profiles", tmp_path)
+    assert code == 2 and text == "" and len(err.strip().splitlines()) == 1
+    assert "no profile of job" in err and str(tmp_path) in err
+    assert out.read_text() == "precious" and sorted(p.name for p in tmp_path.iterdir()) == ["seen.json"]
+
+
+def _probe_rows(offsets, n_other=4):
+    """Rows of jobs j0, j1, ... in both modes, each of log offset ``offsets[i]`` on every row: one pair beside the
+    probe 'good' (measured exactly as the offset says), one beside 'bad' (measured with the opposite offset), and
+    ``n_other`` rows beside other jobs."""
+    rows = []
+    for mode in ("timeslice", "mps"):
+        for i, b in enumerate(offsets):
+            job = f"j{i}"
+            sets = ([f"good+{job}", f"bad+{job}"] + [f"{job}+x{k}+y{k}" for k in range(n_other)])
+            for s in sets:
+                pred = 1.5
+                off = -b if s.startswith("bad+") else b
+                rows.append({"mode": mode, "held_out": f"arch{i}", "job": job, "set": s, "slowdown": pred * math.exp(off),
+                             "pred": pred, "lo": pred / 1.2, "hi": pred * 1.2, "split": "development"})
+    return pd.DataFrame(rows)
+
+
+def test_the_probe_study_chooses_the_probe_whose_pair_carries_the_job_s_offset():
+    study = load_script("probe_study")
+    rows = _probe_rows([0.2, -0.1, 0.15, -0.25])
+    table = study.candidate_table(rows, min_jobs=4)
+    assert set(table["probe"]) == {"good", "bad"} and study.choose(table) == "good"
+    good = table[(table["probe"] == "good") & (table["mode"] == "timeslice")].iloc[0]
+    w = 1 / (1 + OBSERVED_PRIOR_WEIGHT["timeslice"])  # one observation, shrunk toward the model
+    assert good["rows"] == 4 * 5  # the probe's own pair is not scored; the other pair and the other rows are
+    assert good["mape_probed_pct"] < good["mape_none_pct"]
+    # with the prediction times exp(w·b), a row measured at exp(b) keeps |exp(-(1 - w)·b) - 1| of its error, the
+    # pair beside 'bad' (measured at exp(-b)) |exp((1 + w)·b) - 1|
+    offsets = np.array([0.2, -0.1, 0.15, -0.25])
+    other = np.abs(np.exp(-(1 - w) * offsets) - 1)
+    bad_pair = np.abs(np.exp((1 + w) * offsets) - 1)
+    assert good["mape_probed_pct"] == pytest.approx(100 * (4 * other.mean() + bad_pair.mean()) / 5, rel=1e-9)
+    # a probe measured beside fewer development jobs than the floor is no candidate
+    fewer = rows.assign(set=rows["set"].replace({"good+j3": "good2+j3"}))
+    assert "good" not in set(study.candidate_table(fewer, min_jobs=4)["probe"])

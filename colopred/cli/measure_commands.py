@@ -165,11 +165,42 @@ def cmd_table(a) -> int:
     t = slowdown_table(windows)
     if t.empty:
         raise InputError(a.paths[0], "no collocated window with solo baselines of its jobs: nothing to tabulate")
+    if a.observations:
+        return _write_observations(a, t)
     if a.output:
         write_csv_atomic(t, a.output, index=False)
         log_of(a)(f"wrote {a.output} ({len(t)} rows)")
     else:
         print(t.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    return 0
+
+
+def _write_observations(a, table) -> int:
+    """``table --observations``: one observation per measured (mode, set), each job's slowdown the mean of its windows
+    there (repeats of one set are one collocation, not several), for ``colopred predict --observed``."""
+    import json
+
+    from ..io import check_output, write_text_atomic
+    from ..runtime.observed import observations_document
+    from . import log_of
+
+    out = check_output(a.observations, *a.paths, what="observations file")
+    name = {}
+    if a.profiles:
+        folder = Path(a.profiles)
+        if not folder.is_dir():
+            raise InputError(folder, "--profiles: not a folder of profiles")
+        for job in table["job"].unique():
+            f = folder / f"{job}.json"
+            if not f.is_file():
+                raise InputError(f, f"--profiles: no profile of job {job}, measured in {a.paths[0]}")
+            name[job] = Path(os.path.relpath(f.resolve(), out.resolve().parent)).as_posix()
+    entries = []
+    for (mode, _), g in table.groupby(["mode", "set"], sort=True):
+        mean = g.groupby("job", sort=False)["slowdown"].mean()
+        entries.append((mode, [name.get(j, j) for j in mean.index], mean.to_list()))
+    write_text_atomic(out, json.dumps(observations_document(entries), indent=1) + "\n")
+    log_of(a)(f"wrote {out} ({len(entries)} observations from {table['window_id'].nunique()} windows)")
     return 0
 
 
@@ -246,5 +277,11 @@ def add_commands(sub) -> None:
                 "One row per (collocated window, job): solo and collocated ms, slowdown, δ, throughput.")
     p.add_argument("paths", nargs="+", help="campaign directories or windows.jsonl files")
     p.add_argument("-o", "--output", help="CSV to write (default: print; with --by-gpu: the agreement table)")
+    p.add_argument("--observations", metavar="FILE",
+                   help="write the measured sets as an observations file for colopred predict --observed (one per "
+                        "mode and set, slowdowns averaged over its windows) instead of the table")
+    p.add_argument("--profiles", metavar="DIR",
+                   help="with --observations: name each job by its profile DIR/JOB.json (relative to FILE), so that "
+                        "predict finds profiles not given on its command line")
     p.add_argument("--by-gpu", action="store_true",
                    help="windows per minute per GPU and the cross-GPU agreement of sets measured on several GPUs")

@@ -29,6 +29,12 @@ def save_figure(fig, path: Path) -> None:
         fig.savefig(f, format="png", dpi=110)
 
 
+def shown_path(path: str | Path, root: Path) -> str:
+    """``path`` as a report's command line gives it: relative to the checkout ``root`` where it lies inside it."""
+    p = Path(path).resolve()
+    return p.relative_to(root.resolve()).as_posix() if p.is_relative_to(root.resolve()) else str(path)
+
+
 def md_table(df: pd.DataFrame, digits: int | None = None) -> str:
     """A table as markdown (no optional dependency): floats to 3 significant digits, or to ``digits`` decimals; NaN
     as an empty cell."""

@@ -145,6 +145,14 @@ OBSERVATIONS_SCHEMA = "colopred.observations"
 """The ``schema`` of an observations file (``schemas/observations.schema.json``; ``colopred predict --observed``)."""
 
 
+def observations_document(entries: Sequence[tuple[str, Sequence[str], Sequence[float]]]) -> dict[str, Any]:
+    """An observations file's content (``schemas/observations.schema.json``) from (mode, jobs, slowdowns) entries;
+    a job is written as given (a profile's name, or a profile file relative to the file's folder)."""
+    return {"schema": OBSERVATIONS_SCHEMA,
+            "observations": [{"mode": mode, "jobs": list(jobs), "slowdowns": [round(float(x), 6) for x in slowdowns]}
+                             for mode, jobs, slowdowns in entries]}
+
+
 def parse_observation(path: Path, where: str, entry: Any, resolve: Callable[[str, str], JobProfile]) -> Observation:
     """One ``{"jobs": [...], "slowdowns": [...]}`` entry of a file (an observations file, a placement request's
     ``observed``); ``resolve(name, where)`` gives the profile a job entry names. Errors name the file and field."""
