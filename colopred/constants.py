@@ -130,6 +130,16 @@ offset (between-job variance of the offsets, net of the rows' own scatter, over 
 development architectures' rows by ``scripts/dev_observed_shrinkage.py`` (data hash 5f520d9e813259e7; locked rows
 0.65 and 0.20). It sets how much an observed job's interval narrows: ρ(k) = √((1 − w)²q + (1 − q)(1 + w²/k))."""
 
+CALIBRATION_REFERENCE_JOB = "resnet50-b64-fp32"
+"""The zoo job a new job is measured beside in a calibration co-run (``colopred calibrate``): of the 16 zoo jobs measured
+in a pair beside at least 20 development jobs in each mode, the one whose measured pair most lowered the new job's other
+rows' MAPE on the development architectures, by a rule fixed beforehand (``scripts/probe_study.py``, data hash
+5f520d9e813259e7: time-slicing 5.41 → 3.58%, MPS 7.16 → 6.48%; locked architectures 5.07 → 3.44% and 5.00 → 4.73%)."""
+
+CALIBRATION_WINDOWS = 3
+"""Windows of the calibration pair per mode, in one run: a host-bound job's slowdown moves 3–5% from one window to the
+next, and the mean of three is good to about 2.5% (the relabel campaigns, ``datasets/h100/relabel/README.md``)."""
+
 SLOWDOWN_FLOOR = 1.0
 """Least slowdown a prediction gives: a job that shares its GPU does not run faster than alone (measured slowdowns below
 1 are noise of the solo and collocated times). A physical bound, not a tuned value: without it the trees, which scale

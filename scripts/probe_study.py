@@ -5,7 +5,8 @@ later predictions (issue 23).
 Most of the leave-architecture-out error is each unseen job's own offset (``reports/h100/leave_arch_roles``), and
 ``Predictor.observe`` removes part of it once a collocation of the job has been measured. A scheduler need not wait
 for chance collocations: when a new job is profiled alone, it can also be run for a minute beside one fixed reference
-job (a probe) in each mode, and that measured pair fed back. This study asks which zoo job makes the best probe.
+job (a probe) in each mode, and that measured pair fed back. This study asks which zoo job makes the best probe
+(``constants.CALIBRATION_REFERENCE_JOB``, the reference of ``colopred calibrate``).
 
 Rows: ``scripts/leave_arch_roles.py``'s ``target_rows.csv``, every job's collocations predicted by models that never
 saw its architecture. For a probe P and a job j measured beside P alone (a pair), r = mean log(s / ŝ) of that pair's
@@ -39,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from colopred.constants import MODES, OBSERVED_OFFSET_SHARE, OBSERVED_PRIOR_WEIGHT  # noqa: E402
+from colopred.constants import CALIBRATION_REFERENCE_JOB, MODES, OBSERVED_OFFSET_SHARE, OBSERVED_PRIOR_WEIGHT  # noqa: E402
 from colopred.io import write_csv_atomic, write_text_atomic  # noqa: E402
 from colopred.research.protocol import locked_architectures  # noqa: E402
 from colopred.research.report import md_table, shown_path  # noqa: E402
@@ -124,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     chosen = table[table["probe"] == probe].round(2)
     print(ranking.to_string(index=False))
     print(chosen.to_string(index=False))
+    if probe != CALIBRATION_REFERENCE_JOB:
+        print(f"the rule now chooses {probe}; colopred calibrate uses constants.CALIBRATION_REFERENCE_JOB = "
+              f"{CALIBRATION_REFERENCE_JOB}: update it")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     write_csv_atomic(table.round(3), out / "table.csv", index=False)

@@ -138,3 +138,54 @@ def test_a_timed_window_lasts_its_minimum_time(gpu_less):
     long = run_timed(MY_TRAIN, warmup=2, iters=3, min_seconds=1.0)
     assert long.window_end - long.window_start >= 1.0
     assert len(long.iter_ms) > 3 and sum(long.iter_ms) / 1e3 <= long.window_end - long.window_start + 0.05
+
+
+def test_calibrate_measures_the_job_beside_the_reference_and_writes_what_predict_reads(gpu_less, capsys):
+    """``colopred calibrate``: the pair measured CALIBRATION_WINDOWS times, bracketed by solo windows; observed.json
+    holds one observation per mode with each job's mean slowdown, naming the profiles; predict reads it and moves
+    the job by the factor calibrate printed."""
+    import dataclasses
+
+    from colopred.constants import CALIBRATION_WINDOWS
+
+    from .conftest import DATA
+
+    d = gpu_less
+    profiles = d / "profiles"
+    profiles.mkdir()
+    for name, like in (("mytrain", "dqn-b512-bf16"), ("resnet18-b2-fp32", "resnet50-b64-fp32")):
+        p = JobProfile.from_json(DATA / "profiles" / "ncu" / f"{like}.json")
+        dataclasses.replace(p, name=name).to_json(profiles / f"{name}.json")
+    out = d / "calib"
+    args = ["calibrate", "mytrain", "--reference", "resnet18-b2-fp32", "--jobs-file", str(jobs_file(d)), "--mode", "timeslice",
+            "--out", str(out), "--profiles", str(profiles), "--device", "cpu", "--tiny", "--no-nvml", "--no-progress",
+            "--min-iters", "3", "--max-window-s", "4"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    recs = [json.loads(l) for l in (out / "windows.jsonl").read_text().splitlines()]
+    colo = [r for r in recs if r["kind"] == "colo"]
+    assert len(colo) == CALIBRATION_WINDOWS and all(r["status"] == "ok" and r["jobs"] == ["mytrain", "resnet18-b2-fp32"] for r in colo)
+    assert sum(r["kind"] == "solo" for r in recs) >= 2 * CALIBRATION_WINDOWS  # bracketed: solo rounds around each window
+    doc = json.loads((out / "observed.json").read_text())
+    (obs,) = doc["observations"]
+    slow = slowdown_table(read_windows(out)).groupby("job")["slowdown"].mean()
+    assert obs["mode"] == "timeslice" and [JobProfile.from_json(out / j).name for j in obs["jobs"]] == ["mytrain", "resnet18-b2-fp32"]
+    assert obs["slowdowns"] == pytest.approx([slow["mytrain"], slow["resnet18-b2-fp32"]], rel=1e-5)
+    line = next(l for l in err.splitlines() if l.startswith("timeslice: mytrain measured"))
+    factor = float(line.rsplit("x ", 1)[1])
+    mine = [str(profiles / "mytrain.json"), str(profiles / "resnet18-b2-fp32.json")]
+    assert main(["predict", *mine, "--mode", "timeslice", "--json"]) == 0
+    before = json.loads(capsys.readouterr().out)["jobs"][0]["slowdown"]
+    assert main(["predict", *mine, "--mode", "timeslice", "--json", "--observed", str(out / "observed.json")]) == 0
+    after = json.loads(capsys.readouterr().out)["jobs"][0]
+    assert after["observations"] == 1 and after["slowdown"] == pytest.approx(before * factor, rel=2e-3)
+
+
+def test_calibrate_refuses_a_missing_profile_before_measuring(gpu_less, capsys):
+    out = gpu_less / "calib"
+    code = main(["calibrate", "mytrain", "--jobs-file", str(jobs_file(gpu_less)), "--out", str(out), "--profiles", str(gpu_less),
+                 "--device", "cpu", "--tiny"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "no profile of job mytrain" in err and not out.exists()
+    assert main(["calibrate", "resnet50-b64-fp32", "--out", str(out)]) != 0
+    assert "is the job to calibrate" in capsys.readouterr().err and not out.exists()

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..constants import MODES
+from ..constants import CALIBRATION_REFERENCE_JOB, MODES
 from ..errors import ColopredError, InputError
 from ..measurement.harness.mps import MPS_BASE_DIR
 
@@ -176,32 +176,97 @@ def cmd_table(a) -> int:
 
 
 def _write_observations(a, table) -> int:
-    """``table --observations``: one observation per measured (mode, set), each job's slowdown the mean of its windows
-    there (repeats of one set are one collocation, not several), for ``colopred predict --observed``."""
-    import json
-
-    from ..io import check_output, write_text_atomic
-    from ..runtime.observed import observations_document
+    """``table --observations``: the measured sets as an observations file (:func:`write_observations`)."""
+    from ..io import check_output
     from . import log_of
 
     out = check_output(a.observations, *a.paths, what="observations file")
+    n = write_observations(table, out, a.profiles, a.paths[0])
+    log_of(a)(f"wrote {out} ({n} observations from {table['window_id'].nunique()} windows)")
+    return 0
+
+
+def write_observations(table, out: Path, profiles: str | None, source) -> int:
+    """Write ``table`` (``reader.slowdown_table`` rows) to ``out`` as an observations file for ``predict --observed``:
+    one observation per measured (mode, set), each job's slowdown the mean of its windows there (repeats of one set
+    are one collocation, not several). With ``profiles`` (a folder), each job is named by its profile
+    ``profiles/JOB.json`` relative to ``out``; ``source`` names the records in errors. Returns the observations."""
+    import json
+
+    from ..io import write_text_atomic
+    from ..runtime.observed import observations_document
+
     name = {}
-    if a.profiles:
-        folder = Path(a.profiles)
+    if profiles:
+        folder = Path(profiles)
         if not folder.is_dir():
             raise InputError(folder, "--profiles: not a folder of profiles")
         for job in table["job"].unique():
             f = folder / f"{job}.json"
             if not f.is_file():
-                raise InputError(f, f"--profiles: no profile of job {job}, measured in {a.paths[0]}")
+                raise InputError(f, f"--profiles: no profile of job {job}, measured in {source}")
             name[job] = Path(os.path.relpath(f.resolve(), out.resolve().parent)).as_posix()
     entries = []
     for (mode, _), g in table.groupby(["mode", "set"], sort=True):
         mean = g.groupby("job", sort=False)["slowdown"].mean()
         entries.append((mode, [name.get(j, j) for j in mean.index], mean.to_list()))
     write_text_atomic(out, json.dumps(observations_document(entries), indent=1) + "\n")
-    log_of(a)(f"wrote {out} ({len(entries)} observations from {table['window_id'].nunique()} windows)")
+    return len(entries)
+
+
+def cmd_calibrate(a) -> int:
+    """``colopred calibrate``: measure JOB beside the reference job in each mode (a pair, ``CALIBRATION_WINDOWS``
+    windows each, bracketed by solo ones), then write ``OUT/observed.json`` and say how far it moves JOB's predictions."""
+    from ..constants import CALIBRATION_WINDOWS
+    from ..measurement.harness.reader import read_windows, slowdown_table
+    from . import build_parser, log_of
+
+    log = log_of(a)
+    if a.job == a.reference:
+        raise ColopredError(f"--reference: {a.job} is the job to calibrate; name another job to measure it beside")
+    folder = Path(a.profiles) if a.profiles else None
+    if folder is not None:  # refuse before minutes of measuring, not after
+        for job in (a.job, a.reference):
+            if not (folder / f"{job}.json").is_file():
+                raise InputError(folder / f"{job}.json", f"--profiles: no profile of job {job} (profile it first: colopred profile)")
+    out = Path(a.out)
+    argv = ["measure", "--jobs", f"{a.job},{a.reference}", "--sets", "pairs", "--mode", a.mode, "--out", str(out),
+            "--bracket", "--repeat-frac", str(CALIBRATION_WINDOWS - 1), "--device", a.device, "--seed", "0"]
+    argv += ["--jobs-file", a.jobs_file] if a.jobs_file else []
+    argv += [f for f, on in (("--resume", a.resume), ("--tiny", a.tiny), ("--no-nvml", a.no_nvml), ("--no-progress", a.no_progress),
+                             ("-q", a.quiet), ("-v", a.verbose)) if on]
+    argv += ["--min-iters", str(a.min_iters)] if a.min_iters else []
+    argv += ["--max-window-s", str(a.max_window_s)] if a.max_window_s else []
+    code = cmd_measure(build_parser().parse_args(argv))
+    if code:
+        return code
+    table = slowdown_table(read_windows([out]))
+    if table.empty:
+        raise InputError(out, "no calibration window succeeded (see its windows.jsonl): nothing to feed back")
+    observed = out / "observed.json"
+    write_observations(table, observed, a.profiles, out)
+    mine = table[table["job"] == a.job].groupby("mode")["slowdown"].agg(["mean", "size"])
+    for mode, row in mine.iterrows():
+        log(f"{mode}: {a.job} measured {row['mean']:.2f}x beside {a.reference} ({int(row['size'])} windows)"
+            + (_moved(folder, a.job, a.reference, mode, row["mean"]) if folder is not None else ""))
+    log(f"wrote {observed}: colopred predict ... --observed {observed}")
     return 0
+
+
+def _moved(folder: Path, job: str, reference: str, mode: str, measured: float) -> str:
+    """', predicted P: its later predictions x F' for the calibration pair under the shipped model of ``mode``."""
+    from ..profile import JobProfile
+    from ..runtime.observed import Observation
+    from ..runtime.predictor import Predictor
+
+    profiles = [JobProfile.from_json(folder / f"{n}.json") for n in (job, reference)]
+    try:
+        pred = Predictor.for_profiles(mode, profiles)
+    except ValueError as e:
+        raise InputError(folder, f"--profiles: {e}") from None
+    predicted, other = pred.predict(profiles).slowdown
+    factor = pred.observe([Observation(tuple(profiles), (measured, other))]).predict(profiles).slowdown[0] / predicted
+    return f"; predicted {predicted:.2f}x: its later predictions x {factor:.3f}"
 
 
 def _table_by_gpu(a, windows) -> int:
@@ -272,6 +337,28 @@ def add_commands(sub) -> None:
     p.add_argument("--gpu-index", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--mps-dir", default=MPS_BASE_DIR, help=argparse.SUPPRESS)
     p.add_argument("--fake-gpus", action="store_true", help=argparse.SUPPRESS)  # tests: CPU workers with fake GPU UUIDs
+
+    p = command(sub, "calibrate", "measure a job once beside a reference job; feed it back to predict --observed",
+                cmd_calibrate,
+                "A calibration co-run: measure JOB beside a fixed reference job in each mode (one pair, "
+                "several windows, bracketed by solo ones) and write OUT/observed.json, which moves JOB's later "
+                "predictions toward what was measured (predict --observed; docs/model.md, 'One calibration co-run').")
+    p.add_argument("job", help="the job to calibrate: a zoo job, or an entry of --jobs-file")
+    p.add_argument("--reference", default=CALIBRATION_REFERENCE_JOB,
+                   help="the zoo job to measure it beside (chosen on the development architectures: scripts/probe_study.py)")
+    p.add_argument("--jobs-file", help="JSON naming the training command of JOB (docs/formats.md)")
+    p.add_argument("--mode", choices=("timeslice", "mps", "both"), default="both", help="sharing mode(s) to measure")
+    p.add_argument("--out", required=True, help="campaign directory; observed.json is written in it")
+    p.add_argument("--profiles", metavar="DIR",
+                   help="folder holding JOB.json and the reference's profile: observed.json names them, and the "
+                        "shift of JOB's predictions is printed")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted calibration in --out")
+    p.add_argument("--min-iters", type=int, default=None, help="timed iterations per job and window (default: measure's)")
+    p.add_argument("--max-window-s", type=float, default=None, help="longest window, seconds (default: measure's)")
+    p.add_argument("--device", default="cuda", help="torch device of the workers (default: cuda)")
+    p.add_argument("--no-nvml", action="store_true", help="do not sample GPM counters")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # tests: tiny models on the CPU
 
     p = command(sub, "table", "tidy slowdown table of measurement records", cmd_table,
                 "One row per (collocated window, job): solo and collocated ms, slowdown, δ, throughput.")
