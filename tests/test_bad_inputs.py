@@ -438,6 +438,17 @@ CASES = [
     ("table-output-is-input", nothing, ["table", "{w}/camp/windows.jsonl", "-o", "{w}/camp/windows.jsonl"], "is the input"),
     ("table-output-dir", nothing, ["table", "{w}/camp", "-o", "{w}/adir"], "is a directory"),
     ("table-output-folder-missing", nothing, ["table", "{w}/camp", "-o", "{w}/no/t.csv"], "does not exist"),
+    ("table-observations-is-input", nothing, ["table", "{w}/camp/windows.jsonl", "--observations", "{w}/camp/windows.jsonl"], "is the input"),
+    ("table-observations-dir", nothing, ["table", "{w}/camp", "--observations", "{w}/adir"], "is a directory"),
+    ("table-observations-profiles-missing", nothing, ["table", "{w}/camp", "--observations", "{w}/o.json", "--profiles", "{w}/nope"],
+     "not a folder of profiles"),
+    ("table-observations-no-profile", nothing, ["table", "{w}/camp", "--observations", "{w}/o.json", "--profiles", "{w}/adir"],
+     "no profile of job"),
+    # ---- calibrate (refused before any window is measured)
+    ("calibrate-itself", nothing, ["calibrate", "resnet50-b64-fp32", "--out", "{w}/cal", "--device", "cpu"], "is the job to calibrate"),
+    ("calibrate-unknown-job", nothing, ["calibrate", "mytrain", "--out", "{w}/cal", "--device", "cpu"], "job: bad job name 'mytrain'"),
+    ("calibrate-no-profile", nothing, ["calibrate", "mytrain", "--out", "{w}/cal", "--profiles", "{w}/adir", "--device", "cpu"],
+     "no profile of job mytrain"),
     # ---- train and evaluate
     ("train-data-missing", nothing, ["train", "-q", "--data", "{w}/nope", "--out", "{w}/m/x", "--no-metrics"], "nope: dataset directory not found"),
     ("train-data-empty", nothing, ["train", "-q", "--data", "{w}/adir", "--out", "{w}/m/x", "--no-metrics"], "adir"),
@@ -578,7 +589,7 @@ def test_a_second_writer_on_a_campaign_is_refused(world, capsys):
 
 def test_cases_cover_every_command():
     commands = {tuple(a for a in c[2][:2] if not a.startswith("{")) for c in CASES}
-    for cmd in [("profile", "ncu"), ("profile", "show"), ("profile", "retime"), ("profile", "overlap"), ("predict",), ("table",),
+    for cmd in [("profile", "ncu"), ("profile", "show"), ("profile", "retime"), ("profile", "overlap"), ("predict",), ("table",), ("calibrate",),
                 ("train",), ("evaluate",), ("measure",), ("import",), ("export",)]:
         assert any(c[: len(cmd)] == cmd for c in commands), cmd
     assert len(CASES) >= 100

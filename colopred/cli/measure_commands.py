@@ -237,7 +237,12 @@ def cmd_calibrate(a) -> int:
                              ("-q", a.quiet), ("-v", a.verbose)) if on]
     argv += ["--min-iters", str(a.min_iters)] if a.min_iters else []
     argv += ["--max-window-s", str(a.max_window_s)] if a.max_window_s else []
-    code = cmd_measure(build_parser().parse_args(argv))
+    try:
+        code = cmd_measure(build_parser().parse_args(argv))
+    except ColopredError as e:  # name the calibrate argument, not the measure one it became
+        if "--jobs: " not in str(e):
+            raise
+        raise ColopredError(str(e).replace("--jobs: ", "job: ", 1) + ("" if a.jobs_file else " (or give its command in --jobs-file)")) from None
     if code:
         return code
     table = slowdown_table(read_windows([out]))
