@@ -22,6 +22,13 @@ probe, not used to choose it.
 
   PYTHONPATH=. python scripts/probe_study.py [--rows reports/h100/leave_arch_roles/target_rows.csv]
       [--data datasets/h100] [--out reports/h100/probe]
+  PYTHONPATH=. python scripts/probe_study.py --feature-check   # the measurement as a tree feature instead
+
+The shift is the design, not a tree feature: with the reference's measurement as one more feature of the target
+(``--feature-check``, development rows, leave-arch, 2 seeds, data hash 5f520d9e813259e7; rows of the 28 / 31 jobs
+measured beside resnet50-b64-fp32) the trees gain little, time-slicing 5.65 → 5.58%, MPS 7.35 → 7.11%, where the
+shift from the same folds' predictions gives 4.06% and 6.55%: a per-job constant says nothing to trees that never saw
+the job's architecture.
 
 Writes ``table.csv`` (every candidate: mode, split, probed jobs, rows, MAPE without and with the correction,
 coverage) and ``README.md``.
@@ -107,12 +114,55 @@ def choose(table: pd.DataFrame) -> str:
     return str(dev.groupby("probe")["gain_points"].mean().sort_values(ascending=False, kind="stable").index[0])
 
 
+def feature_against_shift(data: str, probe: str, seeds: int = 2) -> pd.DataFrame:
+    """``--feature-check``: the probe's measurement as one more tree feature of the target (log of its mean slowdown
+    beside ``probe``; missing on the probe pair's own rows and for jobs never measured beside it) against the shift of
+    ``Predictor.observe`` from the same fold's prediction of the probe pair. Leave-architecture-out cross-validation
+    on the development rows (``scripts/dev_features.py``'s point models, ``seeds`` tree seeds); MAPE over the rows of
+    jobs measured beside the probe, the probe pair left out."""
+    import dev_features
+
+    from colopred.research.dataset import load_dataset
+    from colopred.research.evaluation import mape_pct
+    from colopred.research.protocol import is_locked
+
+    ds = load_dataset(data)
+    out = []
+    for mode in MODES:
+        df = ds.for_mode(mode).reset_index(drop=True)
+        dev = df[~is_locked(df, locked_architectures(data))].reset_index(drop=True)
+        beside = co_runners(dev) == probe
+        pair = (beside | ((dev["job"] == probe) & (dev["n_jobs"] == 2))).to_numpy()
+        feature = dev["job"].map(np.log(dev[beside].groupby("job")["slowdown"].mean())).mask(pair)
+        scored = feature.notna().to_numpy()
+        s = dev["slowdown"].to_numpy()
+        w = 1 / (1 + OBSERVED_PRIOR_WEIGHT[mode])
+        runs: dict[str, list[float]] = {"model": [], "probe as a tree feature": [], "shift (Predictor.observe)": []}
+        for seed in range(seeds):
+            X, feats = dev_features._inputs(dev, mode, None, None)
+            p = dev_features._cv_predictions(dev, X, s, mode, feats, "leave-arch", seed)
+            r = pd.Series(np.log(s / p)[beside], index=dev.index[beside]).groupby(dev["job"][beside]).mean()
+            runs["model"].append(mape_pct(s[scored], p[scored]))
+            runs["shift (Predictor.observe)"].append(mape_pct(s[scored], (p * np.exp(w * dev["job"].map(r).to_numpy()))[scored]))
+            X, feats = dev_features._inputs(dev, mode, dev_features.EXTRA_SLOT, feature)
+            p = dev_features._cv_predictions(dev, X, s, mode, feats, "leave-arch", seed)
+            runs["probe as a tree feature"].append(mape_pct(s[scored], p[scored]))
+        out.append({"mode": mode, "jobs": int(dev.loc[beside, "job"].nunique()), "rows": int(scored.sum()),
+                    **{k: round(float(np.mean(v)), 2) for k, v in runs.items()}})
+    return pd.DataFrame(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", default=str(ROOT / "reports/h100/leave_arch_roles/target_rows.csv"))
     ap.add_argument("--data", default=str(ROOT / "datasets/h100"))
     ap.add_argument("--out", default=str(ROOT / "reports/h100/probe"))
+    ap.add_argument("--feature-check", action="store_true",
+                    help="only compare the chosen reference's measurement as a tree feature with the shift (~8 min)")
     a = ap.parse_args(argv)
+    if a.feature_check:
+        print(feature_against_shift(a.data, CALIBRATION_REFERENCE_JOB).to_string(index=False))
+        return 0
     rows = pd.read_csv(a.rows)
     if "set" not in rows.columns:
         print(f"{a.rows}: no 'set' column (rerun scripts/leave_arch_roles.py)", file=sys.stderr)
