@@ -31,7 +31,7 @@ shift from the same folds' predictions gives 4.06% and 6.55%: a per-job constant
 the job's architecture.
 
 Writes ``table.csv`` (every candidate: mode, split, probed jobs, rows, MAPE without and with the correction,
-coverage) and ``README.md``.
+coverage), ``probe.png`` and ``README.md``.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from colopred.constants import CALIBRATION_REFERENCE_JOB, MODES, OBSERVED_OFFSET_SHARE, OBSERVED_PRIOR_WEIGHT  # noqa: E402
 from colopred.io import write_csv_atomic, write_text_atomic  # noqa: E402
 from colopred.research.protocol import locked_architectures  # noqa: E402
-from colopred.research.report import md_table, shown_path  # noqa: E402
+from colopred.research.report import md_table, save_figure, shown_path  # noqa: E402
 from dev_observed_shrinkage import corrected_scores  # noqa: E402
 
 MIN_PROBED_JOBS = 20
@@ -112,6 +112,44 @@ def choose(table: pd.DataFrame) -> str:
     """The rule's probe (module doc): the largest development gain averaged over the modes."""
     dev = table[table["split"] == "development"]
     return str(dev.groupby("probe")["gain_points"].mean().sort_values(ascending=False, kind="stable").index[0])
+
+
+def plot(table: pd.DataFrame, probe: str, path: Path) -> None:
+    """Left: each candidate's development gain per mode, best first; right: the chosen probe's MAPE without and with
+    its observation, per mode and split."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    dev = table[table["split"] == "development"].pivot_table(index="probe", columns="mode", values="gain_points")
+    dev = dev.loc[dev.mean(axis=1).sort_values().index]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.28 * len(dev) + 2.2), gridspec_kw={"width_ratios": [1.4, 1]})
+    y = np.arange(len(dev))
+    for i, mode in enumerate(MODES):
+        left.barh(y + (i - 0.5) * 0.38, dev[mode], height=0.38, label=mode)
+    left.set_yticks(y, [f"{p} ◀" if p == probe else p for p in dev.index], fontsize=8)
+    left.axvline(0, color="black", lw=0.8)
+    left.set_xlabel("development gain, MAPE points (more is better)")
+    left.legend(fontsize=8)
+    chosen = table[table["probe"] == probe].set_index(["mode", "split"])
+    labels, none, probed = [], [], []
+    for mode in MODES:
+        for split in ("development", "locked"):
+            if (mode, split) in chosen.index:
+                labels.append(f"{mode}\n{split}")
+                none.append(chosen.loc[(mode, split), "mape_none_pct"])
+                probed.append(chosen.loc[(mode, split), "mape_probed_pct"])
+    x = np.arange(len(labels))
+    right.bar(x - 0.2, none, width=0.4, label="model alone")
+    right.bar(x + 0.2, probed, width=0.4, label=f"with one co-run beside {probe}")
+    right.set_xticks(x, labels, fontsize=8)
+    right.set_ylabel("slowdown MAPE of the job's other rows, %")
+    right.set_ylim(0, 1.3 * max(none + probed))  # room for the legend above the bars
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)
 
 
 def feature_against_shift(data: str, probe: str, seeds: int = 2) -> pd.DataFrame:
@@ -181,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     write_csv_atomic(table.round(3), out / "table.csv", index=False)
+    plot(table, probe, out / "probe.png")
     write_text_atomic(out / "README.md",
         "# One calibration co-run: the best reference job to measure a new job beside\n\n"
         f"`PYTHONPATH=. python scripts/probe_study.py --rows {shown_path(a.rows, ROOT)} --out {shown_path(a.out, ROOT)}` (rows: "
@@ -190,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{OBSERVED_PRIOR_WEIGHT['timeslice']:g}, MPS {OBSERVED_PRIOR_WEIGHT['mps']:g}); MAPE and interval coverage "
         "of those rows without and with it.\n\n"
         f"Chosen on the development architectures: **{probe}**.\n\n" + md_table(chosen)
-        + f"\n\nCandidates (measured in a pair beside at least {MIN_PROBED_JOBS} development jobs in each mode), by "
+        + "\n\n![candidates' gains and the chosen probe](probe.png)\n\n"
+        + f"Candidates (measured in a pair beside at least {MIN_PROBED_JOBS} development jobs in each mode), by "
         "development gain; every figure in `table.csv`:\n\n" + md_table(ranking) + "\n")
     print(f"wrote {out}")
     return 0
