@@ -189,3 +189,14 @@ def test_calibrate_refuses_a_missing_profile_before_measuring(gpu_less, capsys):
     assert code == 2 and len(err.strip().splitlines()) == 1 and "no profile of job mytrain" in err and not out.exists()
     assert main(["calibrate", "resnet50-b64-fp32", "--out", str(out)]) != 0
     assert "is the job to calibrate" in capsys.readouterr().err and not out.exists()
+
+
+def test_calibrate_names_the_first_failure_when_no_window_succeeds(gpu_less, capsys):
+    f = gpu_less / "jobs.json"
+    f.write_text(json.dumps({"jobs": [{"name": "broken", "command": [PY, "-c", "import sys; sys.exit('no data here')"]}]}))
+    code = main(["calibrate", "broken", "--reference", "resnet18-b2-fp32", "--jobs-file", str(f), "--mode", "timeslice",
+                 "--out", str(gpu_less / "calib"), "--device", "cpu", "--tiny", "--no-nvml", "--no-progress", "--min-iters", "3",
+                 "--max-window-s", "3"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "no calibration window succeeded" in err[-1] and "no data here" in err[-1]
+    assert not (gpu_less / "calib" / "observed.json").exists()

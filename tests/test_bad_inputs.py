@@ -444,6 +444,7 @@ CASES = [
      "not a folder of profiles"),
     ("table-observations-no-profile", nothing, ["table", "{w}/camp", "--observations", "{w}/o.json", "--profiles", "{w}/adir"],
      "no profile of job"),
+    ("table-profiles-without-observations", nothing, ["table", "{w}/camp", "--profiles", "{w}/adir"], "give --observations FILE too"),
     # ---- calibrate (refused before any window is measured)
     ("calibrate-itself", nothing, ["calibrate", "resnet50-b64-fp32", "--out", "{w}/cal", "--device", "cpu"], "is the job to calibrate"),
     ("calibrate-unknown-job", nothing, ["calibrate", "mytrain", "--out", "{w}/cal", "--device", "cpu"], "job: bad job name 'mytrain'"),

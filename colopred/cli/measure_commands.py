@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..constants import CALIBRATION_REFERENCE_JOB, MODES
+from ..constants import CALIBRATION_REFERENCE_JOB, CALIBRATION_WINDOWS, MODES
 from ..errors import ColopredError, InputError
 from ..measurement.harness.mps import MPS_BASE_DIR
 
@@ -167,6 +167,8 @@ def cmd_table(a) -> int:
         raise InputError(a.paths[0], "no collocated window with solo baselines of its jobs: nothing to tabulate")
     if a.observations:
         return _write_observations(a, t)
+    if a.profiles:
+        raise ColopredError("--profiles names the jobs of an observations file: give --observations FILE too")
     if a.output:
         write_csv_atomic(t, a.output, index=False)
         log_of(a)(f"wrote {a.output} ({len(t)} rows)")
@@ -217,7 +219,6 @@ def write_observations(table, out: Path, profiles: str | None, source) -> int:
 def cmd_calibrate(a) -> int:
     """``colopred calibrate``: measure JOB beside the reference job in each mode (a pair, ``CALIBRATION_WINDOWS``
     windows each, bracketed by solo ones), then write ``OUT/observed.json`` and say how far it moves JOB's predictions."""
-    from ..constants import CALIBRATION_WINDOWS
     from ..measurement.harness.reader import read_windows, slowdown_table
     from . import build_parser, log_of
 
@@ -235,8 +236,7 @@ def cmd_calibrate(a) -> int:
     argv += ["--jobs-file", a.jobs_file] if a.jobs_file else []
     argv += [f for f, on in (("--resume", a.resume), ("--tiny", a.tiny), ("--no-nvml", a.no_nvml), ("--no-progress", a.no_progress),
                              ("-q", a.quiet), ("-v", a.verbose)) if on]
-    argv += ["--min-iters", str(a.min_iters)] if a.min_iters else []
-    argv += ["--max-window-s", str(a.max_window_s)] if a.max_window_s else []
+    argv += ["--min-iters", str(a.min_iters), "--max-window-s", str(a.max_window_s)]
     try:
         code = cmd_measure(build_parser().parse_args(argv))
     except ColopredError as e:  # name the calibrate argument, not the measure one it became
@@ -245,9 +245,12 @@ def cmd_calibrate(a) -> int:
         raise ColopredError(str(e).replace("--jobs: ", "job: ", 1) + ("" if a.jobs_file else " (or give its command in --jobs-file)")) from None
     if code:
         return code
-    table = slowdown_table(read_windows([out]))
+    windows = read_windows([out])
+    table = slowdown_table(windows)
     if table.empty:
-        raise InputError(out, "no calibration window succeeded (see its windows.jsonl): nothing to feed back")
+        failed = windows[windows["status"] != "ok"]
+        why = f" (first failure, {failed.iloc[0]['kind']} {failed.iloc[0]['set']}: {failed.iloc[0]['reason']})" if len(failed) else ""
+        raise InputError(out, f"no calibration window succeeded{why}: nothing to feed back")
     observed = out / "observed.json"
     write_observations(table, observed, a.profiles, out)
     mine = table[table["job"] == a.job].groupby("mode")["slowdown"].agg(["mean", "size"])
@@ -345,8 +348,9 @@ def add_commands(sub) -> None:
 
     p = command(sub, "calibrate", "measure a job once beside a reference job; feed it back to predict --observed",
                 cmd_calibrate,
-                "A calibration co-run: measure JOB beside a fixed reference job in each mode (one pair, "
-                "several windows, bracketed by solo ones) and write OUT/observed.json, which moves JOB's later "
+                "A calibration co-run on the GPU (the measurement side: torch, and for MPS the MPS control daemon's tools): "
+                f"measure JOB beside a fixed reference job in each mode, the pair in {CALIBRATION_WINDOWS} windows each "
+                "bracketed by solo ones (a few minutes a mode), and write OUT/observed.json, which moves JOB's later "
                 "predictions toward what was measured (predict --observed; docs/model.md, 'One calibration co-run').")
     p.add_argument("job", help="the job to calibrate: a zoo job, or an entry of --jobs-file")
     p.add_argument("--reference", default=CALIBRATION_REFERENCE_JOB,
@@ -358,9 +362,9 @@ def add_commands(sub) -> None:
                    help="folder holding JOB.json and the reference's profile: observed.json names them, and the "
                         "shift of JOB's predictions is printed")
     p.add_argument("--resume", action="store_true", help="continue an interrupted calibration in --out")
-    p.add_argument("--min-iters", type=int, default=None, help="timed iterations per job and window (default: measure's)")
-    p.add_argument("--max-window-s", type=float, default=None, help="longest window, seconds (default: measure's)")
-    p.add_argument("--device", default="cuda", help="torch device of the workers (default: cuda)")
+    p.add_argument("--min-iters", type=int, default=12, help="timed iterations per job and window")
+    p.add_argument("--max-window-s", type=float, default=20.0, help="longest window, seconds")
+    p.add_argument("--device", default="cuda", help="torch device of the workers")
     p.add_argument("--no-nvml", action="store_true", help="do not sample GPM counters")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # tests: tiny models on the CPU
