@@ -302,6 +302,16 @@ def _table_by_gpu(a, windows) -> int:
     return 0
 
 
+def _add_window_options(p) -> None:
+    """The options of the windows and their workers, shared by ``measure`` and ``calibrate`` (which passes them on)."""
+    p.add_argument("--min-iters", type=int, default=12, help="timed iterations per job and window")
+    p.add_argument("--max-window-s", type=float, default=20.0, help="longest window, seconds")
+    p.add_argument("--device", default="cuda", help="torch device of the workers")
+    p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # tests: tiny models on the CPU
+    p.add_argument("--no-nvml", action="store_true", help="do not sample GPM counters")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (for logs); progress lines still print")
+
+
 def add_commands(sub) -> None:
     from . import command
 
@@ -322,18 +332,13 @@ def add_commands(sub) -> None:
     p.add_argument("--bracket", action="store_true",
                    help="solo windows of each member right before and after every collocated window (instead of --solo-every): "
                         "baselines seconds away from each slowdown, whatever the drift between windows")
-    p.add_argument("--min-iters", type=int, default=12, help="timed iterations per job and window")
-    p.add_argument("--max-window-s", type=float, default=20.0, help="longest window, seconds")
-    p.add_argument("--device", default="cuda", help="torch device of the workers")
-    p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--no-nvml", action="store_true", help="do not sample GPM counters")
+    _add_window_options(p)
     p.add_argument("--park-idle", action="store_true",
                    help="keep idle workers' weights and optimizer state in host memory between windows "
                         "(for campaigns whose jobs do not all fit on the GPU at once)")
     p.add_argument("--pin-cpus", action="store_true",
                    help="run each job's worker on its own block of this machine's CPUs (a multi-GPU campaign's shards each split "
                         "all CPUs among their own jobs); measured without a clear effect on window-to-window noise")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (for logs); progress lines still print")
     p.add_argument("--gpus", default=None,
                    help="GPUs of this node to spread the campaign over: indices (0,1,2,3) or all; one shard process, worker "
                         "pool and MPS daemon per GPU (docs/campaigns.md). Default: one GPU, in this process")
@@ -356,18 +361,13 @@ def add_commands(sub) -> None:
     p.add_argument("--reference", default=CALIBRATION_REFERENCE_JOB,
                    help="the zoo job to measure it beside (chosen on the development architectures: scripts/probe_study.py)")
     p.add_argument("--jobs-file", help="JSON naming the training command of JOB (docs/formats.md)")
-    p.add_argument("--mode", choices=("timeslice", "mps", "both"), default="both", help="sharing mode(s) to measure")
+    p.add_argument("--mode", choices=(*MODES, "both"), default="both", help="sharing mode(s) to measure")
     p.add_argument("--out", required=True, help="campaign directory; observed.json is written in it")
     p.add_argument("--profiles", metavar="DIR",
                    help="folder holding JOB.json and the reference's profile: observed.json names them, and the "
                         "shift of JOB's predictions is printed")
     p.add_argument("--resume", action="store_true", help="continue an interrupted calibration in --out")
-    p.add_argument("--min-iters", type=int, default=12, help="timed iterations per job and window")
-    p.add_argument("--max-window-s", type=float, default=20.0, help="longest window, seconds")
-    p.add_argument("--device", default="cuda", help="torch device of the workers")
-    p.add_argument("--no-nvml", action="store_true", help="do not sample GPM counters")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # tests: tiny models on the CPU
+    _add_window_options(p)
 
     p = command(sub, "table", "tidy slowdown table of measurement records", cmd_table,
                 "One row per (collocated window, job): solo and collocated ms, slowdown, δ, throughput.")
