@@ -181,6 +181,56 @@ def test_calibrate_measures_the_job_beside_the_reference_and_writes_what_predict
     assert after["observations"] == 1 and after["slowdown"] == pytest.approx(before * factor, rel=2e-3)
 
 
+def test_calibrate_needs_only_the_jobs_own_profile_the_reference_ships(gpu_less, capsys):
+    """A folder holding only JOB.json: calibrate measures beside the default reference, copies the package's profile
+    of it (of the job's profile source) beside observed.json, and predict reads the file from another folder."""
+    import dataclasses
+    import shutil
+
+    from colopred.constants import CALIBRATION_REFERENCE_JOB
+    from colopred.runtime.reference import shipped_reference_profile
+
+    from .conftest import DATA
+
+    d = gpu_less
+    profiles = d / "mine"
+    profiles.mkdir()
+    like = JobProfile.from_json(DATA / "profiles" / "ncu" / "dqn-b512-bf16.json")
+    dataclasses.replace(like, name="mytrain").to_json(profiles / "mytrain.json")
+    out = d / "calib"
+    assert main(["calibrate", "mytrain", "--jobs-file", str(jobs_file(d)), "--mode", "timeslice", "--out", str(out),
+                 "--profiles", str(profiles), "--device", "cpu", "--tiny", "--no-nvml", "--no-progress", "--min-iters", "3",
+                 "--max-window-s", "4"]) == 0
+    err = capsys.readouterr().err
+    assert "timeslice: mytrain measured" in err and "its later predictions x" in err
+    copy = out / f"{CALIBRATION_REFERENCE_JOB}.json"
+    assert copy.read_bytes() == shipped_reference_profile(CALIBRATION_REFERENCE_JOB, "ncu").read_bytes()
+    assert sorted(p.name for p in profiles.iterdir()) == ["mytrain.json"]  # the user's folder is left as it was
+    (obs,) = json.loads((out / "observed.json").read_text())["observations"]
+    assert obs["jobs"] == ["../mine/mytrain.json", f"{CALIBRATION_REFERENCE_JOB}.json"]
+    moved = d / "elsewhere"
+    shutil.copytree(d, moved, ignore=shutil.ignore_patterns("elsewhere"))  # the pair of folders travels together
+    pair = [str(moved / "mine" / "mytrain.json"), str(copy)]
+    assert main(["predict", *pair, "--mode", "timeslice", "--json", "--observed", str(moved / "calib" / "observed.json")]) == 0
+    assert json.loads(capsys.readouterr().out)["jobs"][0]["observations"] == 1
+
+
+def test_calibrate_refuses_a_reference_without_a_profile(gpu_less, capsys):
+    """A reference other than the shipped one needs its profile in --profiles: refused before any window."""
+    import dataclasses
+
+    from .conftest import DATA
+
+    (gpu_less / "mine").mkdir()
+    like = JobProfile.from_json(DATA / "profiles" / "ncu" / "dqn-b512-bf16.json")
+    dataclasses.replace(like, name="mytrain").to_json(gpu_less / "mine" / "mytrain.json")
+    out = gpu_less / "calib"
+    code = main(["calibrate", "mytrain", "--reference", "resnet18-b2-fp32", "--jobs-file", str(jobs_file(gpu_less)),
+                 "--out", str(out), "--profiles", str(gpu_less / "mine"), "--device", "cpu", "--tiny"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "no profile of the reference job resnet18-b2-fp32" in err[0] and not out.exists()
+
+
 def test_calibrate_refuses_a_missing_profile_before_measuring(gpu_less, capsys):
     out = gpu_less / "calib"
     code = main(["calibrate", "mytrain", "--jobs-file", str(jobs_file(gpu_less)), "--out", str(out), "--profiles", str(gpu_less),

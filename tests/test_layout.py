@@ -112,6 +112,7 @@ def test_shipped_models_are_package_data():
         assert man["mode"] == mode and man["gpu"] == "NVIDIA H100 80GB HBM3"
     toml = (ROOT / "pyproject.toml").read_text()
     assert '"runtime/models/*.json"' in toml and '"runtime/models/*.ubj"' in toml and '"py.typed"' in toml
+    assert '"runtime/reference/*/*.json"' in toml  # the calibration reference's profiles ship too
 
 
 def _rows(n=60, seed=0):

@@ -270,3 +270,20 @@ def test_the_probe_study_chooses_the_probe_whose_pair_carries_the_job_s_offset()
     # a probe measured beside fewer development jobs than the floor is no candidate
     fewer = rows.assign(set=rows["set"].replace({"good+j3": "good2+j3"}))
     assert "good" not in set(study.candidate_table(fewer, min_jobs=4)["probe"])
+
+
+def test_the_shipped_reference_profiles_are_the_measured_ones_of_each_source():
+    """The calibration reference's profiles inside the package are byte for byte the dataset's (no edited copy), one
+    per profile source, each a valid profile of its source; a job that does not ship has none."""
+    from colopred.constants import CALIBRATION_REFERENCE_JOB
+    from colopred.runtime.reference import shipped_reference_profile
+    from colopred.runtime.sources import PROFILE_SOURCES
+
+    for source in PROFILE_SOURCES:
+        shipped = shipped_reference_profile(CALIBRATION_REFERENCE_JOB, source)
+        assert shipped.read_bytes() == (DATA / "profiles" / source / f"{CALIBRATION_REFERENCE_JOB}.json").read_bytes()
+        p = JobProfile.from_json(shipped)
+        assert p.source == source and p.name == CALIBRATION_REFERENCE_JOB
+    assert shipped_reference_profile("resnet18-b64-fp32", "ncu") is None
+    with pytest.raises(ValueError, match="profile source"):
+        shipped_reference_profile(CALIBRATION_REFERENCE_JOB, "nsys")

@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Mapping
 
 from ..constants import CALIBRATION_REFERENCE_JOB, CALIBRATION_WINDOWS, MODES
 from ..errors import ColopredError, InputError
@@ -188,26 +189,29 @@ def _write_observations(a, table) -> int:
     return 0
 
 
-def write_observations(table, out: Path, profiles: str | None, source) -> int:
+def write_observations(table, out: Path, profiles: str | Mapping[str, Path] | None, source) -> int:
     """Write ``table`` (``reader.slowdown_table`` rows) to ``out`` as an observations file for ``predict --observed``:
     one observation per measured (mode, set), each job's slowdown the mean of its windows there (repeats of one set
-    are one collocation, not several). With ``profiles`` (a folder), each job is named by its profile
-    ``profiles/JOB.json`` relative to ``out``; ``source`` names the records in errors. Returns the observations."""
+    are one collocation, not several). With ``profiles`` (a folder, or each job's profile file), each job is named by
+    its profile (``profiles/JOB.json``) relative to ``out``; ``source`` names the records in errors. Returns the
+    observations."""
     import json
 
     from ..io import write_text_atomic
     from ..runtime.observed import observations_document
 
-    name = {}
-    if profiles:
+    files: dict[str, Path] = {}
+    if isinstance(profiles, Mapping):
+        files = {job: Path(f) for job, f in profiles.items()}
+    elif profiles:
         folder = Path(profiles)
         if not folder.is_dir():
             raise InputError(folder, "--profiles: not a folder of profiles")
-        for job in table["job"].unique():
-            f = folder / f"{job}.json"
-            if not f.is_file():
-                raise InputError(f, f"--profiles: no profile of job {job}, measured in {source}")
-            name[job] = Path(os.path.relpath(f.resolve(), out.resolve().parent)).as_posix()
+        files = {job: folder / f"{job}.json" for job in table["job"].unique()}
+    for job, f in files.items():
+        if not f.is_file():
+            raise InputError(f, f"--profiles: no profile of job {job}, measured in {source}")
+    name = {job: Path(os.path.relpath(f.resolve(), out.resolve().parent)).as_posix() for job, f in files.items()}
     entries = []
     for (mode, _), g in table.groupby(["mode", "set"], sort=True):
         mean = g.groupby("job", sort=False)["slowdown"].mean()
@@ -219,17 +223,14 @@ def write_observations(table, out: Path, profiles: str | None, source) -> int:
 def cmd_calibrate(a) -> int:
     """``colopred calibrate``: measure JOB beside the reference job in each mode (a pair, ``CALIBRATION_WINDOWS``
     windows each, bracketed by solo ones), then write ``OUT/observed.json`` and say how far it moves JOB's predictions."""
+    from ..io import write_text_atomic
     from ..measurement.harness.reader import read_windows, slowdown_table
     from . import build_parser, log_of
 
     log = log_of(a)
     if a.job == a.reference:
         raise ColopredError(f"--reference: {a.job} is the job to calibrate; name another job to measure it beside")
-    folder = Path(a.profiles) if a.profiles else None
-    if folder is not None:  # refuse before minutes of measuring, not after
-        for job in (a.job, a.reference):
-            if not (folder / f"{job}.json").is_file():
-                raise InputError(folder / f"{job}.json", f"--profiles: no profile of job {job} (profile it first: colopred profile)")
+    files = _calibration_profiles(a) if a.profiles else {}  # refuse before minutes of measuring, not after
     out = Path(a.out)
     argv = ["measure", "--jobs", f"{a.job},{a.reference}", "--sets", "pairs", "--mode", a.mode, "--out", str(out),
             "--bracket", "--repeat-frac", str(CALIBRATION_WINDOWS - 1), "--device", a.device, "--seed", "0"]
@@ -251,27 +252,52 @@ def cmd_calibrate(a) -> int:
         failed = windows[windows["status"] != "ok"]
         why = f" (first failure, {failed.iloc[0]['kind']} {failed.iloc[0]['set']}: {failed.iloc[0]['reason']})" if len(failed) else ""
         raise InputError(out, f"no calibration window succeeded{why}: nothing to feed back")
+    ref = files.get(a.reference)
+    if ref is not None and ref.parent != Path(a.profiles):  # the shipped profile: a copy beside observed.json names it
+        files[a.reference] = out / f"{a.reference}.json"
+        write_text_atomic(files[a.reference], ref.read_text())
     observed = out / "observed.json"
-    write_observations(table, observed, a.profiles, out)
+    write_observations(table, observed, files or None, out)
     mine = table[table["job"] == a.job].groupby("mode")["slowdown"].agg(["mean", "size"])
     for mode, row in mine.iterrows():
         log(f"{mode}: {a.job} measured {row['mean']:.2f}x beside {a.reference} ({int(row['size'])} windows)"
-            + (_moved(folder, a.job, a.reference, mode, row["mean"]) if folder is not None else ""))
+            + (_moved(files, a.job, a.reference, mode, row["mean"]) if files else ""))
     log(f"wrote {observed}: colopred predict ... --observed {observed}")
     return 0
 
 
-def _moved(folder: Path, job: str, reference: str, mode: str, measured: float) -> str:
+def _calibration_profiles(a) -> dict[str, Path]:
+    """The profile files of ``calibrate``'s job (``--profiles DIR/JOB.json``) and of its reference: its profile in DIR,
+    else the one the package ships for the job's profile source (``runtime.reference``)."""
+    from ..profile import JobProfile
+    from ..runtime.reference import shipped_reference_profile
+
+    folder = Path(a.profiles)
+    if not folder.is_dir():
+        raise InputError(folder, "--profiles: not a folder of profiles")
+    mine = folder / f"{a.job}.json"
+    if not mine.is_file():
+        raise InputError(mine, f"--profiles: no profile of job {a.job} (profile it first: colopred profile)")
+    ref = folder / f"{a.reference}.json"
+    if not ref.is_file():
+        ref = shipped_reference_profile(a.reference, JobProfile.from_json(mine).source)
+        if ref is None:
+            raise InputError(folder / f"{a.reference}.json", f"--profiles: no profile of the reference job {a.reference} "
+                             f"(profile it first: colopred profile; the package ships {CALIBRATION_REFERENCE_JOB}'s)")
+    return {a.job: mine, a.reference: ref}
+
+
+def _moved(files: Mapping[str, Path], job: str, reference: str, mode: str, measured: float) -> str:
     """', predicted P: its later predictions x F' for the calibration pair under the shipped model of ``mode``."""
     from ..profile import JobProfile
     from ..runtime.observed import Observation
     from ..runtime.predictor import Predictor
 
-    profiles = [JobProfile.from_json(folder / f"{n}.json") for n in (job, reference)]
+    profiles = [JobProfile.from_json(files[n]) for n in (job, reference)]
     try:
         pred = Predictor.for_profiles(mode, profiles)
     except ValueError as e:
-        raise InputError(folder, f"--profiles: {e}") from None
+        raise InputError(files[job], f"--profiles: {e}") from None
     predicted, other = pred.predict(profiles).slowdown
     factor = pred.observe([Observation(tuple(profiles), (measured, other))]).predict(profiles).slowdown[0] / predicted
     return f"; predicted {predicted:.2f}x: its later predictions x {factor:.3f}"
@@ -364,8 +390,8 @@ def add_commands(sub) -> None:
     p.add_argument("--mode", choices=(*MODES, "both"), default="both", help="sharing mode(s) to measure")
     p.add_argument("--out", required=True, help="campaign directory; observed.json is written in it")
     p.add_argument("--profiles", metavar="DIR",
-                   help="folder holding JOB.json and the reference's profile: observed.json names them, and the "
-                        "shift of JOB's predictions is printed")
+                   help="folder holding JOB.json (and the reference's profile, else the shipped one of "
+                        f"{CALIBRATION_REFERENCE_JOB} is used): observed.json names them, and the shift of JOB's predictions is printed")
     p.add_argument("--resume", action="store_true", help="continue an interrupted calibration in --out")
     _add_window_options(p)
 
