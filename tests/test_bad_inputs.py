@@ -450,6 +450,8 @@ CASES = [
     ("calibrate-unknown-job", nothing, ["calibrate", "mytrain", "--out", "{w}/cal", "--device", "cpu"], "job: bad job name 'mytrain'"),
     ("calibrate-no-profile", nothing, ["calibrate", "mytrain", "--out", "{w}/cal", "--profiles", "{w}/adir", "--device", "cpu"],
      "no profile of job mytrain"),
+    ("calibrate-profiles-not-a-folder", nothing, ["calibrate", "mytrain", "--out", "{w}/cal", "--profiles", "{w}/nope", "--device", "cpu"],
+     "nope: --profiles: not a folder of profiles"),
     # ---- train and evaluate
     ("train-data-missing", nothing, ["train", "-q", "--data", "{w}/nope", "--out", "{w}/m/x", "--no-metrics"], "nope: dataset directory not found"),
     ("train-data-empty", nothing, ["train", "-q", "--data", "{w}/adir", "--out", "{w}/m/x", "--no-metrics"], "adir"),
