@@ -68,3 +68,23 @@ def test_a_job_of_one_row_has_no_one_shot_figure():
     rows = _rows({"alpha-b1": [5.0], "beta-b1": [2.0, 4.0]})
     one = study.one_shot_ape(rows)
     assert np.isnan(one[0]) and not np.isnan(one[1:]).any()
+
+
+def test_the_bias_study_counts_idle_gaps_of_the_merged_gpu_activity_and_scores_out_of_sample():
+    """``scripts/job_bias_study.py``: overlapping GPU activities are merged before gaps are counted, host events are
+    not GPU activity; the grouped out-of-sample R² is high for a bias that is a function of a candidate and at most
+    about zero for noise."""
+    from sklearn.linear_model import LinearRegression
+
+    bias = load_script("job_bias_study")
+    ev = pd.DataFrame({"kind": ["kernel", "kernel", "runtime", "memcpy", "kernel"],
+                       "name": ["a", "b", "cudaStreamSynchronize", "Memcpy DtoH", "c"],
+                       "start_us": [0.0, 5.0, 20.0, 60.0, 700.0], "dur_us": [10.0, 10.0, 1.0, 5.0, 10.0]})
+    g = bias.timeline_gaps(ev, iterations=2)  # busy 0-15, 60-65, 700-710: gaps of 45 and 635 µs
+    assert g["gaps_over_20us_per_iter"] == 1.0 and g["gaps_over_100us_per_iter"] == 0.5 and g["gaps_over_500us_per_iter"] == 0.5
+    assert g["idle_ms_per_iter"] == pytest.approx((45 + 635) / 1e3 / 2) and g["syncs_per_iter"] == 0.5
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    groups = np.repeat(np.arange(20), 3)
+    assert bias.out_of_sample_r2(X, 0.1 * X[:, 0], groups, LinearRegression()) > 0.99
+    assert bias.out_of_sample_r2(X, rng.normal(size=60), groups, LinearRegression()) < 0.05
