@@ -287,3 +287,24 @@ def test_the_shipped_reference_profiles_are_the_measured_ones_of_each_source():
     assert shipped_reference_profile("resnet18-b64-fp32", "ncu") is None
     with pytest.raises(ValueError, match="profile source"):
         shipped_reference_profile(CALIBRATION_REFERENCE_JOB, "nsys")
+
+
+def test_calibrate_s_shift_of_a_gpm_profile_uses_the_shipped_gpm_reference_and_warns_once():
+    """calibrate's printed shift for a job with a GPM profile: predicted by the GPM model beside the shipped GPM
+    reference profile, its warning (the GPM model's error under MPS) said once, not once per prediction inside."""
+    import warnings
+
+    from colopred.cli.measure_commands import _moved
+    from colopred.constants import CALIBRATION_REFERENCE_JOB
+    from colopred.runtime.reference import shipped_reference_profile
+
+    files = {"dqn-b32-fp32": DATA / "profiles" / "nvml" / "dqn-b32-fp32.json",
+             CALIBRATION_REFERENCE_JOB: shipped_reference_profile(CALIBRATION_REFERENCE_JOB, "nvml")}
+    profiles = [JobProfile.from_json(f) for f in files.values()]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        said = _moved(files, "dqn-b32-fp32", CALIBRATION_REFERENCE_JOB, "mps", 1.0)
+        predicted = Predictor.for_profiles("mps", profiles).predict(profiles).slowdown[0]
+    assert len([w for w in caught if "GPM profiles" in str(w.message)]) == 2  # _moved's one, and this test's own
+    factor = float(said.rsplit("x ", 1)[1])
+    assert f"predicted {predicted:.2f}x" in said and 0 < factor < 1  # measured 1.0 below the prediction: moved down

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Mapping
 
@@ -298,8 +299,10 @@ def _moved(files: Mapping[str, Path], job: str, reference: str, mode: str, measu
         pred = Predictor.for_profiles(mode, profiles)
     except ValueError as e:
         raise InputError(files[job], f"--profiles: {e}") from None
-    predicted, other = pred.predict(profiles).slowdown
-    factor = pred.observe([Observation(tuple(profiles), (measured, other))]).predict(profiles).slowdown[0] / predicted
+    predicted, other = pred.predict(profiles).slowdown  # its warnings (GPM model's error, other GPU) are said here once
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        factor = pred.observe([Observation(tuple(profiles), (measured, other))]).predict(profiles).slowdown[0] / predicted
     return f"; predicted {predicted:.2f}x: its later predictions x {factor:.3f}"
 
 
