@@ -96,10 +96,10 @@ Spearman 0.28 against 0.07–0.11, development rows, data hash f8fa3330226e4355)
 RELEASE_GAP_CHOICES_US = (5.0, 20.0, 100.0, 500.0)
 
 
-def kernel_gaps_us(tl: pd.DataFrame) -> tuple[np.ndarray, float]:
+def kernel_gaps_us(tl: pd.DataFrame, kinds: tuple[str, ...] = ("kernel",)) -> tuple[np.ndarray, float]:
     """The GPU's idle gaps between a timeline's kernels (> 0 µs) and the span from the first kernel's start to the
-    last one's end (µs)."""
-    k = tl[tl["kind"] == "kernel"].sort_values("start_us")
+    last one's end (µs); with ``kinds``, between its activities of those kinds (kernels, memsets, copies)."""
+    k = tl[tl["kind"].isin(kinds)].sort_values("start_us")
     start = k["start_us"].to_numpy(float)
     reach = np.maximum.accumulate(start + k["dur_us"].to_numpy(float))
     gaps = start[1:] - reach[:-1]

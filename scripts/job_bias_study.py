@@ -13,7 +13,9 @@ iteration longer than each of ``GAP_THRESHOLDS_US`` (a time-sliced job that leav
 for the co-runner's slice), those gaps per ms of iteration, the idle ms per iteration and the host syncs per
 iteration. Two tests: each candidate's correlation with b_j (Pearson, over the jobs), and the out-of-sample R² of b_j
 predicted from all candidates together by a ridge regression and by a random forest, each job predicted by a model
-fitted on the other architectures' jobs (R² ≤ 0: no better than the mean bias).
+fitted on the other architectures' jobs (R² ≤ 0: no better than the mean bias). ``scripts/dev_features.py --bias-rank``
+asked the narrower question before (the rank correlation of the time-slicing bias with gaps over each threshold, per
+ms, on the development rows) to choose ``RELEASE_GAP_US``; its gaps are the ones counted here.
 
   PYTHONPATH=. python scripts/job_bias_study.py [--rows reports/h100/leave_arch_roles/target_rows.csv]
       [--data datasets/h100] [--out reports/h100/job_bias]
@@ -34,8 +36,11 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
+import dev_features  # noqa: E402
 from colopred.io import write_csv_atomic, write_text_atomic  # noqa: E402
+from colopred.measurement.profiling.timeline import read_timeline  # noqa: E402
 from colopred.research.report import shown_path  # noqa: E402
 
 GAP_THRESHOLDS_US = (20, 100, 500)
@@ -48,10 +53,7 @@ def timeline_gaps(events: pd.DataFrame, iterations: int) -> dict[str, float]:
     """Idle-gap statistics of one solo timeline (``kind``, ``name``, ``start_us``, ``dur_us`` rows of ``iterations``
     timed iterations): gaps between the GPU's busy intervals (its activities merged) longer than each threshold, per
     iteration; the idle ms per iteration in gaps over the smallest threshold; the host syncs per iteration."""
-    g = events[events["kind"].isin(GPU_KINDS)].sort_values("start_us")
-    start = g["start_us"].to_numpy(float)
-    end = np.maximum.accumulate((g["start_us"] + g["dur_us"]).to_numpy(float))
-    gap = start[1:] - end[:-1]
+    gap, _ = dev_features.kernel_gaps_us(events, GPU_KINDS)
     out = {f"gaps_over_{th}us_per_iter": float((gap > th).sum()) / iterations for th in GAP_THRESHOLDS_US}
     out["idle_ms_per_iter"] = float(gap[gap > GAP_THRESHOLDS_US[0]].sum()) / 1e3 / iterations
     out["syncs_per_iter"] = float(events["name"].astype(str).str.contains("Synchronize|cudaMemcpy", regex=True).sum()) / iterations
@@ -75,7 +77,7 @@ def candidates(data: Path) -> pd.DataFrame:
         if not tl.is_file():
             continue
         meta = json.loads(tl.with_name(f"{doc['name']}.timeline.json").read_text())
-        r = profile_fields(doc) | timeline_gaps(pd.read_csv(tl), int(meta["iterations"]))
+        r = profile_fields(doc) | timeline_gaps(read_timeline(tl), int(meta["iterations"]))
         for th in GAP_THRESHOLDS_US:
             r[f"gaps_over_{th}us_per_ms"] = r[f"gaps_over_{th}us_per_iter"] / r["iteration_ms"]
         rows[doc["name"]] = r

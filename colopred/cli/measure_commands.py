@@ -226,6 +226,7 @@ def cmd_calibrate(a) -> int:
     windows each, bracketed by solo ones), then write ``OUT/observed.json`` and say how far it moves JOB's predictions."""
     from ..io import write_text_atomic
     from ..measurement.harness.reader import read_windows, slowdown_table
+    from ..runtime.reference import shipped_reference_dir
     from . import build_parser, log_of
 
     log = log_of(a)
@@ -254,7 +255,7 @@ def cmd_calibrate(a) -> int:
         why = f" (first failure, {failed.iloc[0]['kind']} {failed.iloc[0]['set']}: {failed.iloc[0]['reason']})" if len(failed) else ""
         raise InputError(out, f"no calibration window succeeded{why}: nothing to feed back")
     ref = files.get(a.reference)
-    if ref is not None and ref.parent != Path(a.profiles):  # the shipped profile: a copy beside observed.json names it
+    if ref is not None and ref.is_relative_to(shipped_reference_dir()):  # a copy beside observed.json names it
         files[a.reference] = out / f"{a.reference}.json"
         write_text_atomic(files[a.reference], ref.read_text())
     observed = out / "observed.json"
