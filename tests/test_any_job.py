@@ -140,22 +140,26 @@ def test_a_timed_window_lasts_its_minimum_time(gpu_less):
     assert len(long.iter_ms) > 3 and sum(long.iter_ms) / 1e3 <= long.window_end - long.window_start + 0.05
 
 
+def zoo_profile_as(name: str, like: str, folder):
+    """A copy of the zoo job ``like``'s ncu profile named ``name``, written to ``folder/NAME.json``."""
+    import dataclasses
+
+    from .conftest import DATA
+
+    dataclasses.replace(JobProfile.from_json(DATA / "profiles" / "ncu" / f"{like}.json"), name=name).to_json(folder / f"{name}.json")
+
+
 def test_calibrate_measures_the_job_beside_the_reference_and_writes_what_predict_reads(gpu_less, capsys):
     """``colopred calibrate``: the pair measured CALIBRATION_WINDOWS times, bracketed by solo windows; observed.json
     holds one observation per mode with each job's mean slowdown, naming the profiles; predict reads it and moves
     the job by the factor calibrate printed."""
-    import dataclasses
-
     from colopred.constants import CALIBRATION_WINDOWS
-
-    from .conftest import DATA
 
     d = gpu_less
     profiles = d / "profiles"
     profiles.mkdir()
     for name, like in (("mytrain", "dqn-b512-bf16"), ("resnet18-b2-fp32", "resnet50-b64-fp32")):
-        p = JobProfile.from_json(DATA / "profiles" / "ncu" / f"{like}.json")
-        dataclasses.replace(p, name=name).to_json(profiles / f"{name}.json")
+        zoo_profile_as(name, like, profiles)
     out = d / "calib"
     args = ["calibrate", "mytrain", "--reference", "resnet18-b2-fp32", "--jobs-file", str(jobs_file(d)), "--mode", "timeslice",
             "--out", str(out), "--profiles", str(profiles), "--device", "cpu", "--tiny", "--no-nvml", "--no-progress",
@@ -184,19 +188,16 @@ def test_calibrate_measures_the_job_beside_the_reference_and_writes_what_predict
 def test_calibrate_needs_only_the_jobs_own_profile_the_reference_ships(gpu_less, capsys):
     """A folder holding only JOB.json: calibrate measures beside the default reference, copies the package's profile
     of it (of the job's profile source) beside observed.json, and predict reads the file from another folder."""
-    import dataclasses
     import shutil
 
     from colopred.constants import CALIBRATION_REFERENCE_JOB
     from colopred.runtime.reference import shipped_reference_profile
 
-    from .conftest import DATA
 
     d = gpu_less
     profiles = d / "mine"
     profiles.mkdir()
-    like = JobProfile.from_json(DATA / "profiles" / "ncu" / "dqn-b512-bf16.json")
-    dataclasses.replace(like, name="mytrain").to_json(profiles / "mytrain.json")
+    zoo_profile_as("mytrain", "dqn-b512-bf16", profiles)
     out = d / "calib"
     assert main(["calibrate", "mytrain", "--jobs-file", str(jobs_file(d)), "--mode", "timeslice", "--out", str(out),
                  "--profiles", str(profiles), "--device", "cpu", "--tiny", "--no-nvml", "--no-progress", "--min-iters", "3",
@@ -217,13 +218,10 @@ def test_calibrate_needs_only_the_jobs_own_profile_the_reference_ships(gpu_less,
 
 def test_calibrate_refuses_a_reference_without_a_profile(gpu_less, capsys):
     """A reference other than the shipped one needs its profile in --profiles: refused before any window."""
-    import dataclasses
 
-    from .conftest import DATA
 
     (gpu_less / "mine").mkdir()
-    like = JobProfile.from_json(DATA / "profiles" / "ncu" / "dqn-b512-bf16.json")
-    dataclasses.replace(like, name="mytrain").to_json(gpu_less / "mine" / "mytrain.json")
+    zoo_profile_as("mytrain", "dqn-b512-bf16", gpu_less / "mine")
     out = gpu_less / "calib"
     code = main(["calibrate", "mytrain", "--reference", "resnet18-b2-fp32", "--jobs-file", str(jobs_file(gpu_less)),
                  "--out", str(out), "--profiles", str(gpu_less / "mine"), "--device", "cpu", "--tiny"])
