@@ -199,9 +199,9 @@ INTERVAL_SCALE_OF_SOURCE = {"ncu": "beyond_size", "nvml": "beyond_load"}
 ``scripts/dev_size_exponent.py`` (each design at its rule-chosen a's; the row-weighted mean |coverage − 90| over the
 cells of mode, class, split and number of saturating co-runners). The winner changed with nearly every batch of
 relabelled sets (margins of 0.1–0.6 points), so since MPS relabel chunks 21–23 the growth in use stays unless the
-other beats it by more than one bootstrap standard error of the difference: ncu ``beyond_load`` 4.92 against
-``beyond_size`` 5.09 points, SE 0.36, ``beyond_size`` kept (data hash 5f520d9e813259e7); GPM ``beyond_load`` 4.21
-against 4.85, SE 0.36, kept (110960bfb6af38d9)."""
+other beats it by more than one bootstrap standard error of the difference: with chunks 24–29 ncu ``beyond_load`` 4.87
+against ``beyond_size`` 4.98 points, SE 0.28, ``beyond_size`` kept (data hash c9fd39c2303b3119); GPM ``beyond_size``
+3.90 against ``beyond_load`` 4.02, SE 0.32, ``beyond_load`` kept (43b8290991d08ad8)."""
 
 INTERVAL_SIZE_EXPONENT = 0.5
 """a of the ``beyond_size`` interval scale ((n − 1)/(m − 1))^a for a set of n jobs larger than any (m) in training:
@@ -211,19 +211,19 @@ INTERVAL_SIZE_EXPONENT = 0.5
 
 INTERVAL_SIZE_EXPONENTS = {
     "ncu": {"timeslice": {"saturating": 0.0, "host_bound": 0.0}, "mps": {"saturating": 0.25, "host_bound": 0.5}},
-    "nvml": {"timeslice": {"saturating": 0.0, "host_bound": 0.0}, "mps": {"saturating": 0.5, "host_bound": 0.25}},
+    "nvml": {"timeslice": {"saturating": 0.0, "host_bound": 0.0}, "mps": {"saturating": 0.5, "host_bound": 0.5}},
 }
 """a of the growth (``INTERVAL_SCALE_OF_SOURCE``) per profile source, mode and class of target job
 (``estimator.INTERVAL_CLASS_NAMES``). Chosen on the development rows of the splits that predict larger sets than
 trained on (``scripts/dev_size_exponent.py [--profiles nvml]``, ``reports/h100/intervals/size_exponent``,
 ``reports/h100-nvml/size_exponent``; rule: a replaces 0.5 only if it brings the pooled coverage of the class closer
 to 90% by more than its binomial standard error), re-chosen by the same rule whenever the data, the baseline or the
-interval's scale change, last with MPS relabel chunks 21–23 in (data hash 5f520d9e813259e7, GPM 110960bfb6af38d9;
+interval's scale change, last with MPS relabel chunks 24–29 in (data hash c9fd39c2303b3119, GPM 43b8290991d08ad8;
 the per-row slowdown scale ``INTERVAL_SLOWDOWN_EXPONENTS`` re-chosen first). ncu (``beyond_size``; pooled coverage at
 the chosen a against a = 0.5): time-slicing saturating 93.4 against 98.8%, host-bound 92.2 against 94.2% (both a = 0);
-MPS saturating (a = 0.25) 90.9 against 94.1%; host-bound keeps 0.5 (92.4%; 0.25 gives 87.0). GPM (``beyond_load``):
-time-slicing 89.5 against 93.9% and 92.4 against 94.1% (a = 0), MPS saturating keeps 0.5 (88.4%; 0.75 gives 90.5, closer by
-less than a standard error), host-bound (a = 0.25) 90.9 against 94.7%.
+MPS saturating (a = 0.25) 90.9 against 94.6%; host-bound keeps 0.5 (90.1%; 0.25 gives 86.5). GPM (``beyond_load``):
+time-slicing 89.5 against 93.9% and 92.4 against 94.1% (a = 0), MPS saturating keeps 0.5 (89.7%), host-bound now
+keeps 0.5 too (88.9%; 0.25, its a since chunks 06–08, gives 86.4).
 With the queue load (``runtime.queueing``) a model trained on smaller sets no longer under-predicts larger ones
 under time-slicing, so its intervals need little growth."""
 
@@ -236,11 +236,11 @@ target job (``SlowdownModel(slowdown_exponents=...)``). Chosen on the developmen
 (``scripts/dev_slowdown_scale.py [--profiles nvml]``, ``reports/h100/intervals/slowdown_scale``,
 ``reports/h100-nvml/slowdown_scale``; rule: c ≠ 0 replaces 0 only if it lowers the mean |coverage − 90| over the
 random split's quartiles of p̂ and the two extrapolating splits by more than 1 point), re-chosen whenever the data or
-the baseline change, last with MPS relabel chunks 21–23 in (data hash 5f520d9e813259e7, GPM 110960bfb6af38d9; no
+the baseline change, last with MPS relabel chunks 24–29 in (data hash c9fd39c2303b3119, GPM 43b8290991d08ad8; no
 c changed). ncu: time-slicing host-bound c = −1, 6.50 → 2.65 points (a host-bound job's relative error shrinks as its
-slowdown grows); MPS saturating c = 0.5, 5.17 → 3.00 (c = 1: 4.06; heavy four-job sets err more); the other two
-classes 0 (MPS host-bound 1.89). GPM (nvml): time-slicing host-bound −1 (5.74 → 2.12), MPS saturating 0.5 (5.52 →
-2.61); MPS host-bound 0 (2.70; it was −0.5 before the relabelled MPS sets of chunks 06–08). The growth exponents a (``INTERVAL_SIZE_EXPONENTS``) were re-chosen by their rule after it."""
+slowdown grows); MPS saturating c = 0.5, 5.75 → 2.96 (c = 1: 4.05; heavy four-job sets err more); the other two
+classes 0 (MPS host-bound 1.69). GPM (nvml): time-slicing host-bound −1 (5.74 → 2.12), MPS saturating 0.5 (6.53 →
+3.06); MPS host-bound 0 (2.68; it was −0.5 before the relabelled MPS sets of chunks 06–08). The growth exponents a (``INTERVAL_SIZE_EXPONENTS``) were re-chosen by their rule after it."""
 
 INTERVAL_QUANTILE_FLOOR = False
 """Whether the interval also holds the quantile model's 5%/95% band. Chosen with ``INTERVAL_SCALE``: the band made
