@@ -120,21 +120,21 @@ OBSERVED_PRIOR_WEIGHT = {"timeslice": 0.5, "mps": 2.0}
 """n₀ of ``runtime.observed``, per mode: k measured collocations of a job move its predictions by k / (k + n₀) of the
 mean log(measured / predicted) they show. Chosen on the development architectures' leave-arch rows
 (``scripts/dev_observed_shrinkage.py``, ``reports/h100/observed``; of 0, 0.5, 1, 2, 4, 8 and none, the least MAPE
-averaged over k = 1, 2, 4; data hash 5f520d9e813259e7): time-slicing 0.5 (one observation: 4.59 → 3.50%; locked
-architectures 5.42 → 3.69%), MPS 2 (6.44 → 6.09%; locked 5.37 → 5.35%): under MPS one collocation's scatter
+averaged over k = 1, 2, 4; data hash c9fd39c2303b3119): time-slicing 0.5 (one observation: 4.59 → 3.49%; locked
+architectures 5.42 → 3.75%), MPS 2 (6.47 → 6.05%; locked 5.33 → 5.28%): under MPS one collocation's scatter
 weighs more against the job's own offset."""
 
-OBSERVED_OFFSET_SHARE = {"timeslice": 0.73, "mps": 0.29}
+OBSERVED_OFFSET_SHARE = {"timeslice": 0.73, "mps": 0.31}
 """q of ``runtime.observed``, per mode: the share of the leave-arch log-error variance that is each unseen job's own
 offset (between-job variance of the offsets, net of the rows' own scatter, over the total), estimated on the
-development architectures' rows by ``scripts/dev_observed_shrinkage.py`` (data hash 5f520d9e813259e7; locked rows
-0.65 and 0.20). It sets how much an observed job's interval narrows: ρ(k) = √((1 − w)²q + (1 − q)(1 + w²/k))."""
+development architectures' rows by ``scripts/dev_observed_shrinkage.py`` (data hash c9fd39c2303b3119; locked rows
+0.65 and 0.21). It sets how much an observed job's interval narrows: ρ(k) = √((1 − w)²q + (1 − q)(1 + w²/k))."""
 
 CALIBRATION_REFERENCE_JOB = "resnet50-b64-fp32"
 """The zoo job a new job is measured beside in a calibration co-run (``colopred calibrate``): of the 16 zoo jobs measured
 in a pair beside at least 20 development jobs in each mode, the one whose measured pair most lowered the new job's other
 rows' MAPE on the development architectures, by a rule fixed beforehand (``scripts/probe_study.py``, data hash
-5f520d9e813259e7: time-slicing 5.41 → 3.58%, MPS 7.16 → 6.48%; locked architectures 5.07 → 3.44% and 5.00 → 4.73%)."""
+c9fd39c2303b3119: time-slicing 5.41 → 3.58%, MPS 7.10 → 6.36%; locked architectures 5.07 → 3.44% and 5.10 → 4.83%)."""
 
 CALIBRATION_WINDOWS = 3
 """Windows of the calibration pair per mode, in one run: a host-bound job's slowdown moves 3–5% from one window to the
