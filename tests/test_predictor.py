@@ -512,16 +512,7 @@ def test_mps_trees_see_the_wait_features_and_time_slicing_trees_do_not():
 def test_feature_rows_match_a_direct_computation_for_any_set_size(profiles):
     """feature_matrix's vectorised aggregates equal the definitions computed set by set (sizes 2 to 5, GPM profiles
     with missing values, empty slots anywhere)."""
-    import math
-
-    from colopred.constants import SHARE_EPS_US
-    from colopred.runtime.features import (
-        AGGS,
-        BASE,
-        CO_AGG,
-        feature_matrix,
-        profile_matrix,
-    )
+    from colopred.runtime.features import profile_matrix
 
     gpm = [JobProfile.from_json(p) for p in sorted((DATA / "profiles" / "nvml").glob("*.json"))[:6]]
     P = profile_matrix(list(profiles.values()) + gpm)
