@@ -120,21 +120,21 @@ OBSERVED_PRIOR_WEIGHT = {"timeslice": 0.5, "mps": 2.0}
 """n₀ of ``runtime.observed``, per mode: k measured collocations of a job move its predictions by k / (k + n₀) of the
 mean log(measured / predicted) they show. Chosen on the development architectures' leave-arch rows
 (``scripts/dev_observed_shrinkage.py``, ``reports/h100/observed``; of 0, 0.5, 1, 2, 4, 8 and none, the least MAPE
-averaged over k = 1, 2, 4; data hash c9fd39c2303b3119): time-slicing 0.5 (one observation: 4.59 → 3.49%; locked
-architectures 5.42 → 3.75%), MPS 2 (6.47 → 6.05%; locked 5.33 → 5.28%): under MPS one collocation's scatter
+averaged over k = 1, 2, 4; data hash 5e328e86a9e4b50f): time-slicing 0.5 (one observation: 4.59 → 3.48%; locked
+architectures 5.42 → 3.71%), MPS 2 (6.47 → 6.08%; locked 5.43 → 5.28%): under MPS one collocation's scatter
 weighs more against the job's own offset."""
 
-OBSERVED_OFFSET_SHARE = {"timeslice": 0.73, "mps": 0.31}
+OBSERVED_OFFSET_SHARE = {"timeslice": 0.73, "mps": 0.32}
 """q of ``runtime.observed``, per mode: the share of the leave-arch log-error variance that is each unseen job's own
 offset (between-job variance of the offsets, net of the rows' own scatter, over the total), estimated on the
-development architectures' rows by ``scripts/dev_observed_shrinkage.py`` (data hash c9fd39c2303b3119; locked rows
-0.65 and 0.21). It sets how much an observed job's interval narrows: ρ(k) = √((1 − w)²q + (1 − q)(1 + w²/k))."""
+development architectures' rows by ``scripts/dev_observed_shrinkage.py`` (data hash 5e328e86a9e4b50f; locked rows
+0.65 and 0.24). It sets how much an observed job's interval narrows: ρ(k) = √((1 − w)²q + (1 − q)(1 + w²/k))."""
 
 CALIBRATION_REFERENCE_JOB = "resnet50-b64-fp32"
 """The zoo job a new job is measured beside in a calibration co-run (``colopred calibrate``): of the 16 zoo jobs measured
 in a pair beside at least 20 development jobs in each mode, the one whose measured pair most lowered the new job's other
 rows' MAPE on the development architectures, by a rule fixed beforehand (``scripts/probe_study.py``, data hash
-c9fd39c2303b3119: time-slicing 5.41 → 3.58%, MPS 7.10 → 6.36%; locked architectures 5.07 → 3.44% and 5.10 → 4.83%)."""
+5e328e86a9e4b50f: time-slicing 5.41 → 3.58%, MPS 7.27 → 6.49%; locked architectures 5.07 → 3.44% and 5.14 → 4.81%)."""
 
 CALIBRATION_WINDOWS = 3
 """Windows of the calibration pair per mode, in one run: a host-bound job's slowdown moves 3–5% from one window to the
@@ -199,9 +199,9 @@ INTERVAL_SCALE_OF_SOURCE = {"ncu": "beyond_size", "nvml": "beyond_load"}
 ``scripts/dev_size_exponent.py`` (each design at its rule-chosen a's; the row-weighted mean |coverage − 90| over the
 cells of mode, class, split and number of saturating co-runners). The winner changed with nearly every batch of
 relabelled sets (margins of 0.1–0.6 points), so since MPS relabel chunks 21–23 the growth in use stays unless the
-other beats it by more than one bootstrap standard error of the difference: with chunks 24–29 ncu ``beyond_load`` 4.87
-against ``beyond_size`` 4.98 points, SE 0.28, ``beyond_size`` kept (data hash c9fd39c2303b3119); GPM ``beyond_size``
-3.90 against ``beyond_load`` 4.02, SE 0.32, ``beyond_load`` kept (43b8290991d08ad8)."""
+other beats it by more than one bootstrap standard error of the difference: with chunks 30–32 and 34 ncu
+``beyond_size`` 4.72 against ``beyond_load`` 4.88 points, SE 0.29, ``beyond_size`` kept (data hash 5e328e86a9e4b50f);
+GPM ``beyond_load`` 3.86 against ``beyond_size`` 4.45, SE 0.32, ``beyond_load`` kept (26968566709877dc)."""
 
 INTERVAL_SIZE_EXPONENT = 0.5
 """a of the ``beyond_size`` interval scale ((n − 1)/(m − 1))^a for a set of n jobs larger than any (m) in training:
@@ -211,19 +211,19 @@ INTERVAL_SIZE_EXPONENT = 0.5
 
 INTERVAL_SIZE_EXPONENTS = {
     "ncu": {"timeslice": {"saturating": 0.0, "host_bound": 0.0}, "mps": {"saturating": 0.25, "host_bound": 0.5}},
-    "nvml": {"timeslice": {"saturating": 0.0, "host_bound": 0.0}, "mps": {"saturating": 0.5, "host_bound": 0.5}},
+    "nvml": {"timeslice": {"saturating": 0.0, "host_bound": 0.0}, "mps": {"saturating": 0.75, "host_bound": 0.25}},
 }
 """a of the growth (``INTERVAL_SCALE_OF_SOURCE``) per profile source, mode and class of target job
 (``estimator.INTERVAL_CLASS_NAMES``). Chosen on the development rows of the splits that predict larger sets than
 trained on (``scripts/dev_size_exponent.py [--profiles nvml]``, ``reports/h100/intervals/size_exponent``,
 ``reports/h100-nvml/size_exponent``; rule: a replaces 0.5 only if it brings the pooled coverage of the class closer
 to 90% by more than its binomial standard error), re-chosen by the same rule whenever the data, the baseline or the
-interval's scale change, last with MPS relabel chunks 24–29 in (data hash c9fd39c2303b3119, GPM 43b8290991d08ad8;
-the per-row slowdown scale ``INTERVAL_SLOWDOWN_EXPONENTS`` re-chosen first). ncu (``beyond_size``; pooled coverage at
-the chosen a against a = 0.5): time-slicing saturating 93.4 against 98.8%, host-bound 92.2 against 94.2% (both a = 0);
-MPS saturating (a = 0.25) 90.9 against 94.6%; host-bound keeps 0.5 (90.1%; 0.25 gives 86.5). GPM (``beyond_load``):
-time-slicing 89.5 against 93.9% and 92.4 against 94.1% (a = 0), MPS saturating keeps 0.5 (89.7%), host-bound now
-keeps 0.5 too (88.9%; 0.25, its a since chunks 06–08, gives 86.4).
+interval's scale change, last with MPS relabel chunks 30–32 and 34 in (data hash 5e328e86a9e4b50f, GPM
+26968566709877dc; the per-row slowdown scale ``INTERVAL_SLOWDOWN_EXPONENTS`` re-chosen first). ncu (``beyond_size``;
+pooled coverage at the chosen a against a = 0.5): time-slicing saturating 93.4 against 98.8%, host-bound 92.2 against
+94.2% (both a = 0); MPS saturating (a = 0.25) 91.6 against 93.9%; host-bound keeps 0.5 (91.3%; 0.25 gives 87.5).
+GPM (``beyond_load``): time-slicing 89.5 against 93.9% and 92.4 against 94.1% (a = 0); MPS saturating 0.75 (90.3
+against 88.5%, binomial SE 1.1) and host-bound 0.25 (91.4 against 93.5%, SE 1.3; its a from chunks 06–08 to 23).
 With the queue load (``runtime.queueing``) a model trained on smaller sets no longer under-predicts larger ones
 under time-slicing, so its intervals need little growth."""
 
@@ -236,11 +236,11 @@ target job (``SlowdownModel(slowdown_exponents=...)``). Chosen on the developmen
 (``scripts/dev_slowdown_scale.py [--profiles nvml]``, ``reports/h100/intervals/slowdown_scale``,
 ``reports/h100-nvml/slowdown_scale``; rule: c ≠ 0 replaces 0 only if it lowers the mean |coverage − 90| over the
 random split's quartiles of p̂ and the two extrapolating splits by more than 1 point), re-chosen whenever the data or
-the baseline change, last with MPS relabel chunks 24–29 in (data hash c9fd39c2303b3119, GPM 43b8290991d08ad8; no
-c changed). ncu: time-slicing host-bound c = −1, 6.50 → 2.65 points (a host-bound job's relative error shrinks as its
-slowdown grows); MPS saturating c = 0.5, 5.75 → 2.96 (c = 1: 4.05; heavy four-job sets err more); the other two
-classes 0 (MPS host-bound 1.69). GPM (nvml): time-slicing host-bound −1 (5.74 → 2.12), MPS saturating 0.5 (6.53 →
-3.06); MPS host-bound 0 (2.68; it was −0.5 before the relabelled MPS sets of chunks 06–08). The growth exponents a (``INTERVAL_SIZE_EXPONENTS``) were re-chosen by their rule after it."""
+the baseline change, last with MPS relabel chunks 30–32 and 34 in (data hash 5e328e86a9e4b50f, GPM 26968566709877dc;
+no c changed). ncu: time-slicing host-bound c = −1, 6.50 → 2.65 points (a host-bound job's relative error shrinks as
+its slowdown grows); MPS saturating c = 0.5, 5.91 → 2.94 (c = 1: 4.11; heavy four-job sets err more); the other two
+classes 0 (MPS host-bound 1.90). GPM (nvml): time-slicing host-bound −1 (5.74 → 2.12), MPS saturating 0.5 (6.65 →
+3.05); MPS host-bound 0 (2.50; it was −0.5 before the relabelled MPS sets of chunks 06–08). The growth exponents a (``INTERVAL_SIZE_EXPONENTS``) were re-chosen by their rule after it."""
 
 INTERVAL_QUANTILE_FLOOR = False
 """Whether the interval also holds the quantile model's 5%/95% band. Chosen with ``INTERVAL_SCALE``: the band made
