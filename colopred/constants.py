@@ -120,21 +120,21 @@ OBSERVED_PRIOR_WEIGHT = {"timeslice": 0.5, "mps": 2.0}
 """n₀ of ``runtime.observed``, per mode: k measured collocations of a job move its predictions by k / (k + n₀) of the
 mean log(measured / predicted) they show. Chosen on the development architectures' leave-arch rows
 (``scripts/dev_observed_shrinkage.py``, ``reports/h100/observed``; of 0, 0.5, 1, 2, 4, 8 and none, the least MAPE
-averaged over k = 1, 2, 4; data hash 5e328e86a9e4b50f): time-slicing 0.5 (one observation: 4.59 → 3.48%; locked
-architectures 5.42 → 3.71%), MPS 2 (6.47 → 6.08%; locked 5.43 → 5.28%): under MPS one collocation's scatter
+averaged over k = 1, 2, 4; data hash 598c246437ead7f1): time-slicing 0.5 (one observation: 4.59 → 3.49%; locked
+architectures 5.42 → 3.71%), MPS 2 (6.44 → 6.05%; locked 5.42 → 5.29%): under MPS one collocation's scatter
 weighs more against the job's own offset."""
 
-OBSERVED_OFFSET_SHARE = {"timeslice": 0.73, "mps": 0.32}
+OBSERVED_OFFSET_SHARE = {"timeslice": 0.73, "mps": 0.30}
 """q of ``runtime.observed``, per mode: the share of the leave-arch log-error variance that is each unseen job's own
 offset (between-job variance of the offsets, net of the rows' own scatter, over the total), estimated on the
-development architectures' rows by ``scripts/dev_observed_shrinkage.py`` (data hash 5e328e86a9e4b50f; locked rows
-0.65 and 0.24). It sets how much an observed job's interval narrows: ρ(k) = √((1 − w)²q + (1 − q)(1 + w²/k))."""
+development architectures' rows by ``scripts/dev_observed_shrinkage.py`` (data hash 598c246437ead7f1; locked rows
+0.65 and 0.22). It sets how much an observed job's interval narrows: ρ(k) = √((1 − w)²q + (1 − q)(1 + w²/k))."""
 
 CALIBRATION_REFERENCE_JOB = "resnet50-b64-fp32"
 """The zoo job a new job is measured beside in a calibration co-run (``colopred calibrate``): of the 16 zoo jobs measured
 in a pair beside at least 20 development jobs in each mode, the one whose measured pair most lowered the new job's other
 rows' MAPE on the development architectures, by a rule fixed beforehand (``scripts/probe_study.py``, data hash
-5e328e86a9e4b50f: time-slicing 5.41 → 3.58%, MPS 7.27 → 6.49%; locked architectures 5.07 → 3.44% and 5.14 → 4.81%)."""
+598c246437ead7f1: time-slicing 5.41 → 3.58%, MPS 7.12 → 6.39%; locked architectures 5.07 → 3.44% and 5.13 → 4.77%)."""
 
 CALIBRATION_WINDOWS = 3
 """Windows of the calibration pair per mode, in one run: a host-bound job's slowdown moves 3–5% from one window to the
@@ -194,14 +194,15 @@ source's models use. ``beyond_size`` (the growth by the number of co-runners) wa
 split) cells of the ncu data (3.08 points; the old interval, 3 folds, a = 0, band kept: 3.34); ``docs/model.md``,
 "Intervals"."""
 
-INTERVAL_SCALE_OF_SOURCE = {"ncu": "beyond_size", "nvml": "beyond_load"}
+INTERVAL_SCALE_OF_SOURCE = {"ncu": "beyond_load", "nvml": "beyond_load"}
 """The growth of each profile source's models, chosen on the development rows by the rule of
 ``scripts/dev_size_exponent.py`` (each design at its rule-chosen a's; the row-weighted mean |coverage − 90| over the
 cells of mode, class, split and number of saturating co-runners). The winner changed with nearly every batch of
 relabelled sets (margins of 0.1–0.6 points), so since MPS relabel chunks 21–23 the growth in use stays unless the
-other beats it by more than one bootstrap standard error of the difference: with chunks 30–32 and 34 ncu
-``beyond_size`` 4.72 against ``beyond_load`` 4.88 points, SE 0.29, ``beyond_size`` kept (data hash 5e328e86a9e4b50f);
-GPM ``beyond_load`` 3.86 against ``beyond_size`` 4.45, SE 0.32, ``beyond_load`` kept (26968566709877dc)."""
+other beats it by more than one bootstrap standard error of the difference: with the last MPS relabel chunk (33)
+ncu ``beyond_load`` 4.56 against ``beyond_size`` 4.87 points, SE 0.29, ``beyond_load`` replaces ``beyond_size``
+(data hash 598c246437ead7f1); GPM ``beyond_load`` 4.09 against ``beyond_size`` 4.13, SE 0.29, ``beyond_load`` kept
+(368681a0536b455a)."""
 
 INTERVAL_SIZE_EXPONENT = 0.5
 """a of the ``beyond_size`` interval scale ((n − 1)/(m − 1))^a for a set of n jobs larger than any (m) in training:
@@ -210,20 +211,21 @@ INTERVAL_SIZE_EXPONENT = 0.5
 ``interval_size_exponents``."""
 
 INTERVAL_SIZE_EXPONENTS = {
-    "ncu": {"timeslice": {"saturating": 0.0, "host_bound": 0.0}, "mps": {"saturating": 0.25, "host_bound": 0.5}},
-    "nvml": {"timeslice": {"saturating": 0.0, "host_bound": 0.0}, "mps": {"saturating": 0.75, "host_bound": 0.25}},
+    "ncu": {"timeslice": {"saturating": 0.0, "host_bound": 0.5}, "mps": {"saturating": 0.5, "host_bound": 0.5}},
+    "nvml": {"timeslice": {"saturating": 0.0, "host_bound": 0.0}, "mps": {"saturating": 0.75, "host_bound": 0.5}},
 }
 """a of the growth (``INTERVAL_SCALE_OF_SOURCE``) per profile source, mode and class of target job
 (``estimator.INTERVAL_CLASS_NAMES``). Chosen on the development rows of the splits that predict larger sets than
 trained on (``scripts/dev_size_exponent.py [--profiles nvml]``, ``reports/h100/intervals/size_exponent``,
 ``reports/h100-nvml/size_exponent``; rule: a replaces 0.5 only if it brings the pooled coverage of the class closer
 to 90% by more than its binomial standard error), re-chosen by the same rule whenever the data, the baseline or the
-interval's scale change, last with MPS relabel chunks 30–32 and 34 in (data hash 5e328e86a9e4b50f, GPM
-26968566709877dc; the per-row slowdown scale ``INTERVAL_SLOWDOWN_EXPONENTS`` re-chosen first). ncu (``beyond_size``;
-pooled coverage at the chosen a against a = 0.5): time-slicing saturating 93.4 against 98.8%, host-bound 92.2 against
-94.2% (both a = 0); MPS saturating (a = 0.25) 91.6 against 93.9%; host-bound keeps 0.5 (91.3%; 0.25 gives 87.5).
-GPM (``beyond_load``): time-slicing 89.5 against 93.9% and 92.4 against 94.1% (a = 0); MPS saturating 0.75 (90.3
-against 88.5%, binomial SE 1.1) and host-bound 0.25 (91.4 against 93.5%, SE 1.3; its a from chunks 06–08 to 23).
+interval's scale change, last with the last MPS relabel chunk (33) in (data hash 598c246437ead7f1, GPM
+368681a0536b455a; the per-row slowdown scale ``INTERVAL_SLOWDOWN_EXPONENTS`` re-chosen first). Both sources now grow
+by ``beyond_load`` (pooled coverage at the chosen a against a = 0.5). ncu: time-slicing saturating a = 0 (93.4
+against 97.9%); time-slicing host-bound keeps 0.5 (93.5%; a = 0 gives 92.2, closer by less than the SE 1.4); MPS
+saturating 0.5 (90.5%) and host-bound 0.5 (88.7%; 0.75 gives 90.7, closer by 0.6, SE 1.4). GPM: time-slicing 89.5
+against 93.9% and 92.4 against 94.1% (a = 0); MPS saturating 0.75 (90.0 against 88.3%, SE 1.1); host-bound back to
+0.5 (91.3%; 0.25 gives 89.4, closer by 0.7, SE 1.3).
 With the queue load (``runtime.queueing``) a model trained on smaller sets no longer under-predicts larger ones
 under time-slicing, so its intervals need little growth."""
 
@@ -236,11 +238,11 @@ target job (``SlowdownModel(slowdown_exponents=...)``). Chosen on the developmen
 (``scripts/dev_slowdown_scale.py [--profiles nvml]``, ``reports/h100/intervals/slowdown_scale``,
 ``reports/h100-nvml/slowdown_scale``; rule: c ≠ 0 replaces 0 only if it lowers the mean |coverage − 90| over the
 random split's quartiles of p̂ and the two extrapolating splits by more than 1 point), re-chosen whenever the data or
-the baseline change, last with MPS relabel chunks 30–32 and 34 in (data hash 5e328e86a9e4b50f, GPM 26968566709877dc;
+the baseline change, last with the last MPS relabel chunk (33) in (data hash 598c246437ead7f1, GPM 368681a0536b455a;
 no c changed). ncu: time-slicing host-bound c = −1, 6.50 → 2.65 points (a host-bound job's relative error shrinks as
-its slowdown grows); MPS saturating c = 0.5, 5.91 → 2.94 (c = 1: 4.11; heavy four-job sets err more); the other two
-classes 0 (MPS host-bound 1.90). GPM (nvml): time-slicing host-bound −1 (5.74 → 2.12), MPS saturating 0.5 (6.65 →
-3.05); MPS host-bound 0 (2.50; it was −0.5 before the relabelled MPS sets of chunks 06–08). The growth exponents a (``INTERVAL_SIZE_EXPONENTS``) were re-chosen by their rule after it."""
+its slowdown grows); MPS saturating c = 0.5, 5.55 → 2.64 (c = 1: 3.66; heavy four-job sets err more); the other two
+classes 0 (MPS host-bound 1.98). GPM (nvml): time-slicing host-bound −1 (5.74 → 2.12), MPS saturating 0.5 (6.25 →
+2.58); MPS host-bound 0 (2.37; it was −0.5 before the relabelled MPS sets of chunks 06–08). The growth exponents a (``INTERVAL_SIZE_EXPONENTS``) were re-chosen by their rule after it."""
 
 INTERVAL_QUANTILE_FLOOR = False
 """Whether the interval also holds the quantile model's 5%/95% band. Chosen with ``INTERVAL_SCALE``: the band made

@@ -3,7 +3,7 @@
 
 For a folder holding ``JOB.json`` GPM profiles (``colopred profile nvml --zoo JOB``) and a campaign's
 ``windows.jsonl``/``campaign.json`` (``colopred measure``) from the same machine, the per-job slowdown MAPE of the
-shipped models by mode and set size: from the GPM profiles as taken, from them re-timed to each window's solo times
+shipped models by mode and set size, then by job: from the GPM profiles as taken, from them re-timed to each window's solo times
 (as the evaluation report does), and from the shipped ncu profiles (another machine) re-timed the same way.
 
   PYTHONPATH=. python scripts/cheap_path_check.py datasets/h100/gpm_timeline_check/c2
@@ -44,13 +44,15 @@ def main() -> None:
             if retime:
                 jobs = [p.retimed(t) for p, t in zip(jobs, g["solo_ms"])]
             pred = Predictor.for_profiles(mode, jobs).predict(jobs).slowdown
-            rows += [{"mode": mode, "profiles": how, "set size": len(g), "ape_pct": 100 * abs(p / s - 1)}
-                     for p, s in zip(pred, g["slowdown"])]
+            rows += [{"mode": mode, "profiles": how, "set size": len(g), "job": j, "ape_pct": 100 * abs(p / s - 1)}
+                     for j, p, s in zip(g["job"], pred, g["slowdown"])]
     d = pd.DataFrame(rows)
     t = d.pivot_table(index=["mode", "profiles"], columns="set size", values="ape_pct", aggfunc="mean")
     t["all"] = d.groupby(["mode", "profiles"])["ape_pct"].mean()
     t["rows"] = d.groupby(["mode", "profiles"])["ape_pct"].size()
     print(t.round(2).to_string())
+    print("\nBy job (MAPE %, all set sizes):")
+    print(d.pivot_table(index=["mode", "profiles"], columns="job", values="ape_pct", aggfunc="mean").round(2).to_string())
 
 
 if __name__ == "__main__":
