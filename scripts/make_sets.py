@@ -38,7 +38,7 @@ def main() -> None:
     rng = random.Random(a.seed)
     out = []
     for k, n in ((2, a.pairs), (3, a.triples)):
-        cands = [tuple(sorted(c)) for c in itertools.combinations(sorted(new + old), k)
+        cands = [tuple(sorted(c)) for c in itertools.combinations(sorted(set(new + old)), k)
                  if any(j in new for j in c) and tuple(sorted(c)) not in done
                  and (k < 3 or a.max_new is None or sum(j in new for j in c) <= a.max_new)]
         rng.shuffle(cands)

@@ -5,7 +5,7 @@ Cross-validation holds out rows of data the model's design already saw. Here the
 (``--models-from``, read with ``git show``: manifests and tree files, checked as ``colopred`` loads them) predict the
 windows of campaigns measured after that commit, every job of them profiled before, each slowdown against its solo
 baseline on the same machine and segment. Prints and writes per campaign and mode: MAPE, signed mean error, interval
-coverage, the baseline's own error, and the per-job signed error.
+coverage, δ MAE, pays-off agreement, the baseline's own error, and the per-job signed error.
 
   PYTHONPATH=. python scripts/prospective_check.py --models-from b39fe8c \\
       --campaigns h100-c24,h100-c24t,h100-c25,h100-c25t --out reports/h100/prospective
@@ -46,19 +46,22 @@ def models_at(rev: str, folder: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models-from", required=True, help="git revision whose shipped models predict")
-    ap.add_argument("--campaigns", required=True, help="campaign folders under DATA/campaigns, comma-separated")
+    ap.add_argument("--campaigns", required=True, help="campaign folders under --campaigns-dir, comma-separated")
     ap.add_argument("--data", default=str(ROOT / "datasets/h100"))
+    ap.add_argument("--campaigns-dir", default=None,
+                    help="folder holding the campaigns (default DATA/campaigns; DATA/prospective holds those never trained on)")
     ap.add_argument("--profiles", default="ncu", choices=("ncu", "nvml"))
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     data = Path(a.data)
+    camp_root = Path(a.campaigns_dir) if a.campaigns_dir else data / "campaigns"
     pdir = data / "profiles" / a.profiles
     profiles = load_profiles_dir(pdir)
     summary, per_job = [], []
     with tempfile.TemporaryDirectory() as tmp:
         models_at(a.models_from, Path(tmp))
         for camp in a.campaigns.split(","):
-            ds = dataset_from(data / "campaigns" / camp, profiles, sorted(pdir.glob("*.json")), profile_source=a.profiles)
+            ds = dataset_from(camp_root / camp, profiles, sorted(pdir.glob("*.json")), profile_source=a.profiles)
             for mode, df in ds.rows.groupby("mode"):
                 path = Path(tmp) / f"{model_stem('h100', mode, a.profiles)}.json"
                 model, manifest = load_model(path)
@@ -72,6 +75,8 @@ def main() -> int:
                     "sets": df["set"].nunique(), "rows": len(df), "model_data_hash": read_manifest(path)["data_hash"],
                     "slowdown_mape_pct": round(scores["slowdown_mape_pct"], 2), "signed_error_pct": round(float(err.mean()), 2),
                     "interval_coverage_pct": round(scores["interval_coverage_pct"], 1),
+                    "delta_mae": round(scores["delta_mae"], 4),
+                    "pays_off_agreement_pct": round(scores["pays_off_agreement_pct"], 1),
                     "baseline_mape_pct": round(mape_pct(y, base), 2),
                     "baseline_signed_error_pct": round(float(100 * (base / y - 1).mean()), 2),
                 })
@@ -88,10 +93,11 @@ def main() -> int:
         write_text_atomic(out / "README.md", (
             f"# Prospective check: the models of {a.models_from} on campaigns measured after them\n\n"
             f"`PYTHONPATH=. python scripts/prospective_check.py --models-from {a.models_from} --campaigns {a.campaigns}"
-            f" --profiles {a.profiles} --out {a.out}`\n\n"
+            + (f" --campaigns-dir {a.campaigns_dir}" if a.campaigns_dir else "")
+            + f" --profiles {a.profiles} --out {a.out}`\n\n"
             "Every job of these campaigns was profiled and measured before; the sets were not. MAPE of the per-job "
-            "slowdown, signed mean error (prediction over measurement), coverage of the shipped 90% interval, and the "
-            "contention baseline's own error. Per-job signed errors in `per_job.csv`.\n\n" + md_table(table) + "\n"))
+            "slowdown, signed mean error (prediction over measurement), coverage of the shipped 90% interval, δ MAE, "
+            "pays-off agreement, and the contention baseline's own error. Per-job signed errors in `per_job.csv`.\n\n" + md_table(table) + "\n"))
     return 0
 
 
