@@ -9,7 +9,7 @@ import numpy as np
 from colopred.measurement.harness.plan import expand_sets
 from colopred.research.dataset import dataset_from, load_profiles_dir
 
-from .conftest import DATA, load_script
+from .conftest import DATA, ROOT, load_script
 
 PROSPECTIVE = DATA / "prospective"
 
@@ -38,7 +38,7 @@ def test_make_sets_with_overlapping_lists_never_lists_a_job_twice(tmp_path, monk
 
 
 def test_prospective_sets_were_never_trained_on():
-    planned = set(expand_sets(str(DATA.parents[1] / "scripts" / "sets" / "h100-p1.txt"), []))
+    planned = set(expand_sets(str(ROOT / "scripts" / "sets" / "h100-p1.txt"), []))
     assert len(planned) == 60
     assert not planned & _training_sets()
 
@@ -46,11 +46,12 @@ def test_prospective_sets_were_never_trained_on():
 def test_prospective_campaigns_load_with_every_set_and_a_slowdown_per_job():
     pdir = DATA / "profiles" / "ncu"
     profiles = load_profiles_dir(pdir)
+    trained = _training_sets()
     for name, mode in (("h100-p1", "mps"), ("h100-p1t", "timeslice")):
         rows = dataset_from(PROSPECTIVE / name, profiles, sorted(pdir.glob("*.json"))).rows
         assert set(rows["mode"]) == {mode}
         assert rows["set"].nunique() == 60
-        assert not {tuple(sorted(s.split("+"))) for s in rows["set"]} & _training_sets()
+        assert not {tuple(sorted(s.split("+"))) for s in rows["set"]} & trained
         assert (rows["slowdown"] > 0.8).all() and np.isfinite(rows["slowdown"]).all()
         # one row per job of each window: pairs give two, triples three
         per_window = rows.groupby("window_id").size()
