@@ -236,3 +236,58 @@ def test_dqn_learns_through_the_online_network_only_and_deepspeech_feeds_ctc():
     out = ds.model(spec).detach()
     assert out.shape == (ds.model.output_frames(spec.shape[-1]), 2, ds.model.characters)
     assert torch.allclose(out.exp().sum(-1), torch.ones(out.shape[:2]), atol=1e-5)
+
+
+def test_graphsage_reads_only_its_sampled_neighbourhood():
+    """Changing the features of a node outside a target's sampled neighbourhood leaves its logits unchanged;
+    changing a hop-2 neighbour's changes them."""
+    torch.manual_seed(0)
+    job = build(JobSpec.parse("graphsage-b2-fp32"), "cpu", tiny=True)
+    model = job.model.eval()
+    table = torch.randn(20, model.features)
+    ids, hop1, hop2 = torch.tensor([0]), torch.tensor([[1, 2, 3]]), torch.tensor([[[4, 5], [6, 7], [8, 9]]])
+    base = model(table, ids, hop1, hop2)
+    outside = table.clone()
+    outside[15] += 10.0
+    assert torch.equal(model(outside, ids, hop1, hop2), base)
+    inside = table.clone()
+    inside[9] += 10.0
+    assert not torch.allclose(model(inside, ids, hop1, hop2), base)
+
+
+def test_ppo_log_probs_are_a_distribution_and_the_clip_stops_the_gradient():
+    """The policy's log-probabilities sum to one over actions; once an action's probability ratio is past 1 + clip
+    with a positive advantage, the surrogate gives its policy no gradient."""
+    from colopred.measurement.zoo.training import PPO_CLIP
+
+    torch.manual_seed(0)
+    job = build(JobSpec.parse("ppo_impala-b4-fp32"), "cpu", tiny=True)
+    model = job.model
+    frames = torch.randint(0, 256, (4, 3, model.size, model.size), dtype=torch.uint8)
+    every_action = torch.arange(model.actions).repeat(4, 1)
+    log_probs = torch.stack([model(frames, every_action[:, a])[0] for a in range(model.actions)], 1)
+    assert torch.allclose(log_probs.exp().sum(1), torch.ones(4), atol=1e-5)
+    actions = torch.zeros(4, dtype=torch.long)
+    log_prob = model(frames, actions)[0].detach()
+    old = log_prob - 2 * PPO_CLIP  # ratio e^(2·clip) > 1 + clip
+    adv = torch.ones(4)
+    model.zero_grad()
+    out = model(frames, actions)
+    job._loss((out[0], out[1] * 0, out[2] * 0), (old, adv, out[2].detach())).backward()
+    assert model.policy.weight.grad is None or torch.count_nonzero(model.policy.weight.grad) == 0
+    model.zero_grad()
+    out = model(frames, actions)
+    job._loss((out[0], out[1] * 0, out[2] * 0), (log_prob, adv, out[2].detach())).backward()
+    assert torch.count_nonzero(model.policy.weight.grad) > 0
+
+
+def test_gru_language_model_is_causal():
+    torch.manual_seed(0)
+    job = build(JobSpec.parse("gru_lm-b2-fp32"), "cpu", tiny=True)
+    model = job.model.eval()
+    idx = torch.randint(0, 128, (2, 12))
+    later = idx.clone()
+    later[:, 8:] = (later[:, 8:] + 1) % 128
+    a, b = model(idx), model(later)
+    assert torch.allclose(a[:, :8], b[:, :8])
+    assert not torch.allclose(a[:, 8:], b[:, 8:])

@@ -441,6 +441,21 @@ class TCNLanguageModel(nn.Module):
         return self.out(y.transpose(1, 2))
 
 
+class GRULanguageModel(nn.Module):
+    """A word-level GRU language model (Cho et al., 2014 cells, cuDNN's fused GRU): embedding, ``layers`` GRU layers
+    of width ``d`` with dropout between, a linear decoder over the vocabulary (Penn Treebank's 10,000 words)."""
+
+    def __init__(self, vocab=10000, d=1024, layers=2):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.rnn = nn.GRU(d, d, layers, batch_first=True, dropout=0.3)
+        self.out = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        y, _ = self.rnn(self.emb(idx))
+        return self.out(y)
+
+
 class LSTMLanguageModel(nn.Module):
     def __init__(self, vocab=10000, d=650, layers=2):
         super().__init__()
@@ -554,6 +569,27 @@ class GIN(nn.Module):
         pooled = torch.zeros(n_graphs, h.shape[1], dtype=h.dtype, device=h.device).index_add_(0, graph_of, h)
         counts = torch.bincount(graph_of, minlength=n_graphs).clamp_(min=1).unsqueeze(1)
         return self.head(pooled / counts).squeeze(1)
+
+
+class GraphSAGE(nn.Module):
+    """GraphSAGE with mean aggregators (Hamilton et al., 2017, algorithm 2) for node classification, as its minibatch
+    training runs it: two layers h_v ← W·[h_v ‖ mean_{u ∈ N(v)} h_u] (ReLU after the first), over each target node's
+    ``fanouts[0]`` sampled neighbours and each of those's ``fanouts[1]`` (the paper's S1 = 25, S2 = 10), their input
+    features gathered from the graph's node-feature table. Sizes default to ogbn-products (100 features, 47 classes)
+    with the OGB baseline's 256 hidden units. Input: the feature table (nodes x features), target ids (B), hop-1 ids
+    (B x S1) and hop-2 ids (B x S1 x S2); output B x classes logits."""
+
+    def __init__(self, features=100, hidden=256, classes=47, fanouts=(25, 10)):
+        super().__init__()
+        self.layer1 = nn.Linear(2 * features, hidden)
+        self.layer2 = nn.Linear(2 * hidden, classes)
+        self.features, self.classes, self.fanouts = features, classes, fanouts
+
+    def forward(self, table, ids, hop1, hop2):
+        x0, x1, x2 = table[ids], table[hop1], table[hop2]
+        h0 = F.relu(self.layer1(torch.cat([x0, x1.mean(1)], -1)))
+        h1 = F.relu(self.layer1(torch.cat([x1, x2.mean(2)], -1)))
+        return self.layer2(torch.cat([h0, h1.mean(1)], -1))
 
 
 # --------------------------------------------------------------------------- point clouds
@@ -823,6 +859,46 @@ class DoubleDQN(nn.Module):
             best = self.online(next_states).argmax(1, keepdim=True)
             target = rewards + self.gamma * (1.0 - done) * self.target(next_states).gather(1, best).squeeze(1)
         return value, target
+
+
+class ImpalaResidual(nn.Module):
+    """The IMPALA network's residual block: x + conv(relu(conv(relu(x)))), 3x3 convolutions."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.c1 = nn.Conv2d(c, c, 3, 1, 1)
+        self.c2 = nn.Conv2d(c, c, 3, 1, 1)
+
+    def forward(self, x):
+        return x + self.c2(F.relu(self.c1(F.relu(x))))
+
+
+class PPOImpala(nn.Module):
+    """PPO's actor-critic (Schulman et al., 2017) on IMPALA's deep network (Espeholt et al., 2018, fig. 3) as in
+    Procgen's baseline (Cobbe et al., 2020): three stacks of a 3x3 convolution, a 3x3 max-pool of stride 2 and two
+    residual blocks (16, 32, 32 channels) on 64x64 RGB frames, a 256-wide layer, then policy logits over 15 actions
+    and a value from one trunk. Given frames and the actions taken, returns the actions' log-probabilities, the
+    policy's entropy and the value (float32)."""
+
+    def __init__(self, actions=15, widths=(16, 32, 32), hidden=256, size=64):
+        super().__init__()
+        layers, cin = [], 3
+        for c in widths:
+            layers += [nn.Conv2d(cin, c, 3, 1, 1), nn.MaxPool2d(3, 2, 1), ImpalaResidual(c), ImpalaResidual(c)]
+            cin = c
+        self.trunk = nn.Sequential(*layers, nn.ReLU(), nn.Flatten())
+        with torch.no_grad():
+            flat = self.trunk(torch.zeros(1, 3, size, size)).shape[1]
+        self.fc = nn.Sequential(nn.Linear(flat, hidden), nn.ReLU())
+        self.policy = nn.Linear(hidden, actions)
+        self.value = nn.Linear(hidden, 1)
+        self.actions, self.size = actions, size
+
+    def forward(self, frames_u8, actions):
+        h = self.fc(self.trunk(frames_u8.float() / 255.0))
+        log_probs = F.log_softmax(self.policy(h).float(), -1)
+        entropy = -(log_probs.exp() * log_probs).sum(1)
+        return log_probs.gather(1, actions.unsqueeze(1)).squeeze(1), entropy, self.value(h).squeeze(1).float()
 
 
 # --------------------------------------------------------------------------- autoregressive image models

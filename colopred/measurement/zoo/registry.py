@@ -19,7 +19,7 @@ RESERVED_PATTERN = re.compile(r"densenet|vit|bert|mobilenet_?v3|efficientnet", r
 class Arch:
     name: str
     # image | tokens | seq2seq | recsys | segmentation | graph | points | reconstruction | video | rays | replay | pixels
-    # | speech: what training.build feeds the model
+    # | speech | neighbourhoods | rollout: what training.build feeds the model
     input_kind: str
     build: Callable[[bool], Any]  # tiny -> nn.Module
     note: str = ""
@@ -70,6 +70,9 @@ def _archs() -> dict[str, Arch]:
         Arch("dqn", "replay", tiny_or(lambda: m.DoubleDQN(), lambda: m.DoubleDQN(actions=4, frames=2, widths=(4, 8, 8), hidden=16, size=36))),
         Arch("pixelcnn", "pixels", tiny_or(lambda: m.PixelCNN(), lambda: m.PixelCNN(hidden=8, blocks=2, out_hidden=16, levels=16, size=8))),
         Arch("deepspeech2", "speech", tiny_or(lambda: m.DeepSpeech2(), lambda: m.DeepSpeech2(freq=41, hidden=16, layers=2, characters=8, conv=4))),
+        Arch("graphsage", "neighbourhoods", tiny_or(lambda: m.GraphSAGE(), lambda: m.GraphSAGE(features=8, hidden=16, classes=4, fanouts=(3, 2)))),
+        Arch("ppo_impala", "rollout", tiny_or(lambda: m.PPOImpala(), lambda: m.PPOImpala(actions=4, widths=(4, 8, 8), hidden=16, size=16))),
+        Arch("gru_lm", "tokens", tiny_or(lambda: m.GRULanguageModel(), lambda: m.GRULanguageModel(vocab=128, d=32))),
     ]
     return {a.name: a for a in archs}
 
@@ -90,22 +93,23 @@ ARCH_NAMES = (
     "resnet18", "resnet50", "se_resnet50", "vgg16", "vgg11", "alexnet", "regnetx_400mf", "convnext_tiny",
     "mobilenet_v2", "shufflenet_v2", "gpt2_small", "transformer_seq2seq", "lstm_lm", "dlrm",
     "wide_deep", "unet", "gin", "squeezenet", "tcn_lm", "googlenet", "pointnet", "vae",
-    "r3d_18", "nerf", "s4d_lm", "dqn", "pixelcnn", "deepspeech2",
+    "r3d_18", "nerf", "s4d_lm", "dqn", "pixelcnn", "deepspeech2", "graphsage", "ppo_impala", "gru_lm",
 )
 ARCH_FAMILY = {
     "gpt2_small": "transformer", "transformer_seq2seq": "transformer", "lstm_lm": "rnn", "dlrm": "recsys",
     "wide_deep": "recsys", "unet": "segmentation", "gin": "gnn", "tcn_lm": "tcn",
     "pointnet": "pointcloud", "vae": "generative", "r3d_18": "video", "nerf": "neural_field", "s4d_lm": "ssm",
-    "dqn": "rl", "pixelcnn": "generative", "deepspeech2": "speech",
+    "dqn": "rl", "pixelcnn": "generative", "deepspeech2": "speech", "graphsage": "gnn", "ppo_impala": "rl",
+    "gru_lm": "rnn",
 }
-SEQ_LEN = {"gpt2_small": 256, "transformer_seq2seq": 128, "lstm_lm": 35, "tcn_lm": 128, "s4d_lm": 1024}
+SEQ_LEN = {"gpt2_small": 256, "transformer_seq2seq": 128, "lstm_lm": 35, "tcn_lm": 128, "s4d_lm": 1024, "gru_lm": 70}
 PRECISIONS = ("fp32", "bf16")
 OPTIMIZERS = ("sgd", "adamw", "adagrad")
 
 
 def default_optimizer(arch: str) -> str:
     """AdamW for transformers, ConvNeXt, U-Net, graph, point-cloud, generative, neural-field and state-space
-    networks, Adam(W) for the DQN learner (Rainbow's choice) and DeepSpeech 2, Adagrad for the recommenders, SGD with
+    networks, Adam(W) for the DQN and PPO learners (Rainbow's and Procgen's choice) and DeepSpeech 2, Adagrad for the recommenders, SGD with
     momentum otherwise (video included)."""
     family = ARCH_FAMILY.get(arch, "cnn")
     return {"transformer": "adamw", "recsys": "adagrad", "segmentation": "adamw", "gnn": "adamw",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -29,6 +30,18 @@ RAY_ORIGIN_RADIUS = 4.0
 # stores them), a fresh uniform minibatch drawn from it every step.
 REPLAY_CAPACITY = 10_000
 TINY_REPLAY_CAPACITY = 64
+# Sampled-neighbourhood graph jobs (graphsage): ogbn-products' 2,449,029 nodes, whose feature table sits on the
+# GPU; each step draws its target nodes and their neighbours uniformly (a random graph of the same size).
+GRAPH_NODES = 2_449_029
+TINY_GRAPH_NODES = 100
+# Policy-gradient jobs (ppo_impala): one PPO rollout held on the GPU, Procgen's 64 environments x 256 steps of uint8
+# frames, each step a uniform minibatch from it; PPO's clip range, value and entropy weights as in Procgen's
+# baseline (Cobbe et al., 2020, table 3).
+ROLLOUT_STEPS = 64 * 256
+TINY_ROLLOUT_STEPS = 64
+PPO_CLIP = 0.2
+PPO_VALUE_WEIGHT = 0.5
+PPO_ENTROPY_WEIGHT = 0.01
 # Speech jobs (deepspeech2): 5 s utterances as 161-bin spectrograms (20 ms windows of 16 kHz audio every 10 ms, as
 # in DeepSpeech 2) and LibriSpeech-like transcripts of ~15 characters a second.
 SPEECH_FRAMES = 500
@@ -275,6 +288,38 @@ def build(spec: JobSpec, device: str | torch.device = "cuda", *, tiny: bool = Fa
         text_len = torch.full((b,), chars, dtype=torch.long, device=device)
         next_batch = lambda: ((spectrogram,), text)  # noqa: E731
         loss = lambda out, t: F.ctc_loss(out.float(), t, out_len, text_len, zero_infinity=True)  # noqa: E731
+    elif arch.input_kind == "neighbourhoods":
+        nodes = TINY_GRAPH_NODES if tiny else GRAPH_NODES
+        s1, s2 = model.fanouts
+        table = torch.randn(nodes, model.features, device=device)
+        labels = torch.randint(0, model.classes, (nodes,), device=device)
+
+        def next_batch():
+            ids = torch.randint(0, nodes, (b,), device=device)
+            hop1 = torch.randint(0, nodes, (b, s1), device=device)
+            hop2 = torch.randint(0, nodes, (b, s1, s2), device=device)
+            return (table, ids, hop1, hop2), labels[ids]
+
+        loss = lambda out, t: F.cross_entropy(out.float(), t)  # noqa: E731
+    elif arch.input_kind == "rollout":
+        steps = TINY_ROLLOUT_STEPS if tiny else ROLLOUT_STEPS
+        frames = torch.randint(0, 256, (steps, 3, model.size, model.size), dtype=torch.uint8, device=device)
+        actions = torch.randint(0, model.actions, (steps,), device=device)
+        old_log_probs = -torch.rand(steps, device=device) * math.log(model.actions)
+        advantages = torch.randn(steps, device=device)
+        returns = torch.randn(steps, device=device)
+
+        def next_batch():
+            i = torch.randint(0, steps, (b,), device=device)
+            return (frames[i], actions[i]), (old_log_probs[i], advantages[i], returns[i])
+
+        def loss(out, t):
+            log_probs, entropy, value = out
+            old, adv, ret = t
+            ratio = (log_probs - old).exp()
+            surrogate = torch.min(ratio * adv, ratio.clamp(1 - PPO_CLIP, 1 + PPO_CLIP) * adv)
+            return (-surrogate.mean() + PPO_VALUE_WEIGHT * F.mse_loss(value, ret)
+                    - PPO_ENTROPY_WEIGHT * entropy.mean())
     else:  # pragma: no cover - registry guards this
         raise ValueError(arch.input_kind)
     return TrainingJob(spec, model, opt, device, next_batch, loss, loader_iter)
