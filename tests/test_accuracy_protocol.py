@@ -316,7 +316,7 @@ def test_profiling_cost_table_reads_what_was_recorded():
     (meta.ncu_wall_s, to the log's 0.1 s); GPM: the gap from the previous GPM profile of its run, none for a run's first."""
     t = profiling_cost_table(DATA).set_index("job")
     ncu = {p.stem: JobProfile.from_json(p) for p in (DATA / "profiles" / "ncu").glob("*.json")}
-    assert set(t.index) == set(ncu) and len(t) == 69
+    assert set(t.index) == set(ncu) and len(t) == 73
     for name, p in ncu.items():
         assert t.loc[name, "ncu_run_s"] == pytest.approx(p.meta["ncu_wall_s"], abs=0.051)
     assert np.allclose(t["ncu_total_s"], t["timing_run_s"] + t["ncu_run_s"])
