@@ -441,31 +441,31 @@ class TCNLanguageModel(nn.Module):
         return self.out(y.transpose(1, 2))
 
 
-class GRULanguageModel(nn.Module):
-    """A word-level GRU language model (Cho et al., 2014 cells, cuDNN's fused GRU): embedding, ``layers`` GRU layers
-    of width ``d`` with dropout between, a linear decoder over the vocabulary (Penn Treebank's 10,000 words)."""
+class _RecurrentLanguageModel(nn.Module):
+    """Embedding, ``layers`` recurrent layers (``rnn``: ``nn.LSTM`` or ``nn.GRU``, cuDNN's fused kernels) of width ``d``
+    with dropout between, a linear decoder over the vocabulary."""
+
+    def __init__(self, rnn, vocab, d, layers, dropout):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.rnn = rnn(d, d, layers, batch_first=True, dropout=dropout)
+        self.out = nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        y, _ = self.rnn(self.emb(idx))
+        return self.out(y)
+
+
+class GRULanguageModel(_RecurrentLanguageModel):
+    """A word-level GRU language model (Cho et al., 2014 cells) over Penn Treebank's 10,000 words."""
 
     def __init__(self, vocab=10000, d=1024, layers=2):
-        super().__init__()
-        self.emb = nn.Embedding(vocab, d)
-        self.rnn = nn.GRU(d, d, layers, batch_first=True, dropout=0.3)
-        self.out = nn.Linear(d, vocab)
-
-    def forward(self, idx):
-        y, _ = self.rnn(self.emb(idx))
-        return self.out(y)
+        super().__init__(nn.GRU, vocab, d, layers, dropout=0.3)
 
 
-class LSTMLanguageModel(nn.Module):
+class LSTMLanguageModel(_RecurrentLanguageModel):
     def __init__(self, vocab=10000, d=650, layers=2):
-        super().__init__()
-        self.emb = nn.Embedding(vocab, d)
-        self.rnn = nn.LSTM(d, d, layers, batch_first=True, dropout=0.5)
-        self.out = nn.Linear(d, vocab)
-
-    def forward(self, idx):
-        y, _ = self.rnn(self.emb(idx))
-        return self.out(y)
+        super().__init__(nn.LSTM, vocab, d, layers, dropout=0.5)
 
 
 class DLRM(nn.Module):
