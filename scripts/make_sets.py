@@ -9,11 +9,12 @@ equally often; sets already measured or planned (--exclude campaign.json or sets
 
 import argparse
 import itertools
-import json
 import random
 import sys
+from pathlib import Path
 
 from colopred.errors import InputError
+from colopred.measurement.harness.campaign import read_config
 from colopred.measurement.harness.plan import expand_sets
 
 
@@ -32,7 +33,7 @@ def main() -> None:
     done = set()
     for f in a.exclude:
         if f.endswith(".json"):
-            done |= {tuple(sorted(s.split("+"))) for s in json.load(open(f))["sets"]}
+            done |= {tuple(sorted(s)) for s in read_config(Path(f))[0].sets}
         else:
             done |= set(expand_sets(f, []))
     rng = random.Random(a.seed)

@@ -1,11 +1,11 @@
 """The prospective campaigns (datasets/h100/prospective: sets never trained on, measured after the models that
 predict them) and the scripts that plan and score them (scripts/make_sets.py, scripts/prospective_check.py)."""
 
-import json
 import sys
 
 import numpy as np
 
+from colopred.measurement.harness.campaign import read_config
 from colopred.measurement.harness.plan import expand_sets
 from colopred.research.dataset import dataset_from, load_profiles_dir
 
@@ -17,7 +17,7 @@ PROSPECTIVE = DATA / "prospective"
 def _training_sets() -> set[tuple[str, ...]]:
     done = set()
     for f in (DATA / "campaigns").glob("*/campaign.json"):
-        done |= {tuple(sorted(s.split("+"))) for s in json.loads(f.read_text())["sets"]}
+        done |= {tuple(sorted(s)) for s in read_config(f)[0].sets}
     return done
 
 
