@@ -33,11 +33,15 @@ from colopred.runtime.manifest import load_model, model_stem, read_manifest  # n
 MODELS_DIR = "colopred/runtime/models"
 
 
+def tree_names(rev: str, folder: str) -> list[str]:
+    """The names of the files in ``folder`` (relative to the repository root) at commit ``rev``."""
+    return subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", f"{rev}:{folder}"],
+                          check=True, capture_output=True, text=True).stdout.split()
+
+
 def models_at(rev: str, folder: Path) -> None:
     """The shipped model files of commit ``rev`` into ``folder``."""
-    names = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", f"{rev}:{MODELS_DIR}"],
-                           check=True, capture_output=True, text=True).stdout.split()
-    for name in names:
+    for name in tree_names(rev, MODELS_DIR):
         blob = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{MODELS_DIR}/{name}"], check=True,
                               capture_output=True).stdout
         (folder / name).write_bytes(blob)
@@ -45,9 +49,7 @@ def models_at(rev: str, folder: Path) -> None:
 
 def jobs_at(rev: str, profiles: str) -> set[str]:
     """The jobs whose profiles the dataset of commit ``rev`` held: those its shipped models could have trained on."""
-    names = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", f"{rev}:datasets/h100/profiles/{profiles}"],
-                           check=True, capture_output=True, text=True).stdout.split()
-    return {Path(n).stem for n in names}
+    return {Path(n).stem for n in tree_names(rev, f"datasets/h100/profiles/{profiles}")}
 
 
 def main() -> int:
