@@ -116,6 +116,23 @@ beyond it): time-slicing 0.02 with ``TREE_TARGET_OFFSET_CLASSES`` (pairs → tri
 4.55 → 4.06%, leave-arch 5.13 → 4.87%); MPS 0.5 (leave-arch 7.47 → 7.39%, a gain of 0.09 against the seeds' 0.08;
 → four-job sets 7.22 → 6.87%; pairs → triples 9.19 → 9.11%, within the spread)."""
 
+JOB_OFFSET_WEIGHT = {"ncu": {"timeslice": 0.75, "mps": 0.0}, "nvml": {"timeslice": 0.0, "mps": 0.0}}
+"""λ of ``SlowdownModel``'s job offsets, per profile source and mode: the trees are fitted on s·exp(−λ·b_j), b_j each
+training job's own offset (the mean log error of its rows predicted by models that never saw its architecture, shrunk
+by ``JOB_OFFSET_PRIOR_ROWS``), and λ·b_j is added back to the predictions of that job only. The trees then stop
+guessing an unseen job's offset from the offsets of jobs whose profiles look alike, which do not foretell it
+(``reports/h100/job_bias``). Chosen on the development rows (``scripts/dev_job_offsets.py``, ``reports/h100/job_offsets``,
+3 tree seeds, the rule in its docstring): ncu time-slicing 0.75 with K₀ 8 (leave-arch 5.02 → 4.73%, pairs → triples
+3.95 → 3.80%, → four-job sets 3.92 → 3.69%); MPS and GPM time-slicing 0, where leave-arch rose at every λ > 0."""
+
+JOB_OFFSET_PRIOR_ROWS = 8.0
+"""K₀ of b_j = Σ e / (n_j + K₀) over job j's n_j cross-fitted log errors e: the offset of a job with few rows shrinks
+toward 0. Chosen with ``JOB_OFFSET_WEIGHT`` over K₀ 8 and 32 (a first look: 2 did worse)."""
+
+JOB_OFFSET_FOLDS = 5
+"""Folds over the training rows' architectures whose out-of-fold errors give the job offsets: each fit sees four fifths
+of them (fixed with the design, not tuned; each fold costs one fit)."""
+
 OBSERVED_PRIOR_WEIGHT = {"timeslice": 0.5, "mps": 2.0}
 """n₀ of ``runtime.observed``, per mode: k measured collocations of a job move its predictions by k / (k + n₀) of the
 mean log(measured / predicted) they show. Chosen on the development architectures' leave-arch rows

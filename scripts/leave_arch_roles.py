@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from colopred.io import write_csv_atomic, write_text_atomic  # noqa: E402
 from colopred.research.dataset import load_dataset  # noqa: E402
-from colopred.research.evaluation import calibration_groups, new_model  # noqa: E402
+from colopred.research.evaluation import calibration_groups, job_fit_args, new_model  # noqa: E402
 from colopred.research.report import md_table  # noqa: E402
 from colopred.runtime.features import FEATURES  # noqa: E402
 
@@ -50,8 +50,9 @@ def role_rows(df: pd.DataFrame, mode: str, source: str = "ncu", timeline: bool =
         tr, te = np.flatnonzero(~held), np.flatnonzero(held)
         if len(tr) == 0 or len(te) == 0:
             continue
-        m = new_model(mode, source, timeline).fit(X[tr], s[tr], groups=calibration_groups(df, "leave-arch")[tr])
-        p, iv = m.predict(X[te]), m.predict_interval(X[te])
+        m = new_model(mode, source, timeline).fit(X[tr], s[tr], groups=calibration_groups(df, "leave-arch")[tr],
+                                                  **job_fit_args(df.iloc[tr]))
+        p, iv = m.predict_with_interval(X[te], jobs=df["job"].to_numpy()[te])
         out.append(pd.DataFrame({"held_out": arch,
                                  "job": df["job"].to_numpy()[te],
                                  "set": df["set"].to_numpy()[te],

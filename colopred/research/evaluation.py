@@ -23,7 +23,8 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..constants import HOST_BOUND_BUSY, INTERVAL_SCALE_OF_SOURCE, INTERVAL_SIZE_EXPONENTS, INTERVAL_SLOWDOWN_EXPONENTS
+from ..constants import (HOST_BOUND_BUSY, INTERVAL_SCALE_OF_SOURCE, INTERVAL_SIZE_EXPONENTS, INTERVAL_SLOWDOWN_EXPONENTS,
+                         JOB_OFFSET_WEIGHT)
 from ..errors import InputError
 from ..measurement.harness.reader import machine_key
 from ..runtime import outcome
@@ -127,7 +128,8 @@ def new_model(mode: str | None, source: str = "ncu", timeline: bool = True, **kw
     trees see only the features a GPM profile gives, with or without its ``timeline`` fields:
     ``runtime.sources.gpm_model_features``), its interval widening beyond the trained sets that of ``source``
     (``constants.INTERVAL_SCALE_OF_SOURCE``, ``constants.INTERVAL_SIZE_EXPONENTS``) and its per-row slowdown scale
-    (``constants.INTERVAL_SLOWDOWN_EXPONENTS``), unless ``kw`` sets ``interval_scale``, ``size_exponents`` or
+    (``constants.INTERVAL_SLOWDOWN_EXPONENTS``) and the weight of its training jobs' offsets
+    (``constants.JOB_OFFSET_WEIGHT``), unless ``kw`` sets ``interval_scale``, ``size_exponents``, ``job_offset_weight`` or
     ``slowdown_exponents``."""
     if "interval_scale" not in kw and source in INTERVAL_SCALE_OF_SOURCE:
         kw["interval_scale"] = INTERVAL_SCALE_OF_SOURCE[source]
@@ -135,6 +137,8 @@ def new_model(mode: str | None, source: str = "ncu", timeline: bool = True, **kw
         kw["size_exponents"] = INTERVAL_SIZE_EXPONENTS[source][mode]
     if "slowdown_exponents" not in kw and mode in INTERVAL_SLOWDOWN_EXPONENTS.get(source, {}):
         kw["slowdown_exponents"] = INTERVAL_SLOWDOWN_EXPONENTS[source][mode]
+    if "job_offset_weight" not in kw and mode in JOB_OFFSET_WEIGHT.get(source, {}):
+        kw["job_offset_weight"] = JOB_OFFSET_WEIGHT[source][mode]
     return SlowdownModel(mode=mode, features=model_features_for(mode, source, timeline), **kw)
 
 
@@ -176,7 +180,8 @@ def point_predictor(mode: str | None, params: dict | None = None, source: str = 
     and slowdowns, predicting the test rows."""
     def fit_predict(train: pd.DataFrame, test: pd.DataFrame) -> np.ndarray:
         m = new_model(mode, source, timeline, params=params, interval=False, calibrate=False, **(model_kw or {}))
-        return m.fit(train[list(FEATURES)].to_numpy(), train["slowdown"].to_numpy()).predict(test[list(FEATURES)].to_numpy())
+        m.fit(train[list(FEATURES)].to_numpy(), train["slowdown"].to_numpy(), **job_fit_args(train))
+        return m.predict(test[list(FEATURES)].to_numpy(), jobs=test["job"].to_numpy())
 
     return fit_predict
 
@@ -204,6 +209,12 @@ def mape_pct(measured: np.ndarray, pred: np.ndarray) -> float:
     return float(np.mean(np.abs(pred[ok] - measured[ok]) / measured[ok]) * 100)
 
 
+def job_fit_args(train: pd.DataFrame) -> dict[str, np.ndarray]:
+    """``SlowdownModel.fit``'s job arguments for training rows: each row's target job, and its architecture as the
+    group of the job offsets' folds (an offset is what models that never saw the job's architecture miss)."""
+    return {"jobs": train["job"].to_numpy(), "job_groups": train["arch"].to_numpy()}
+
+
 def calibration_groups(df: pd.DataFrame, kind: str) -> np.ndarray:
     """The groups of the conformal calibration's inner folds (``SlowdownModel.fit``'s ``groups``) on a ``kind`` of
     split, so that calibration residuals come from predictions of the kind the split tests: sets (``random``: its test
@@ -220,6 +231,7 @@ def evaluate_mode(df: pd.DataFrame, params: dict | None = None, log: Callable[[s
     mode = df["mode"].iloc[0] if len(df) else None
     X = df[list(FEATURES)].to_numpy()
     s = df["slowdown"].to_numpy()
+    jobs = df["job"].to_numpy()
     rows, preds = [], []
     for kind in kinds:
         t0 = time.monotonic()
@@ -230,9 +242,10 @@ def evaluate_mode(df: pd.DataFrame, params: dict | None = None, log: Callable[[s
         for _, tr, te in splits(df, kind):
             if len(tr) == 0 or len(te) == 0:  # a split that leaves nothing to train on or test (a tiny dataset)
                 continue
-            m = new_model(mode, source, timeline, params=params, **(model_kw or {})).fit(X[tr], s[tr], groups=calibration_groups(df, kind)[tr])
-            pred_all.setdefault("colopred (XGBoost)", np.full(len(df), np.nan))[te] = m.predict(X[te])
-            iv_all[te] = m.predict_interval(X[te])
+            m = new_model(mode, source, timeline, params=params, **(model_kw or {})).fit(
+                X[tr], s[tr], groups=calibration_groups(df, kind)[tr], **job_fit_args(df.iloc[tr]))
+            pred_all.setdefault("colopred (XGBoost)", np.full(len(df), np.nan))[te], iv_all[te] = m.predict_with_interval(
+                X[te], jobs=jobs[te])
             covered[te] = True
             folds += 1
             if not baselines:
@@ -288,7 +301,8 @@ def evaluate(ds: Dataset, out_dir: str | Path | None = None, modes=("timeslice",
         t, p = evaluate_mode(df, log=log, source=ds.profile_source, timeline=ds.timeline)
         tables.append(t.assign(mode=mode))
         preds.append(p.assign(mode=mode))
-        models[mode] = new_model(mode, ds.profile_source, ds.timeline, calibrate=False).fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy())
+        models[mode] = new_model(mode, ds.profile_source, ds.timeline, calibrate=False).fit(
+            df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy(), **job_fit_args(df))
     table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     if table.empty:
         raise InputError(None, f"too few measurements to cross-validate {', '.join(modes)}: every split leaves nothing to train on")

@@ -25,7 +25,7 @@ import pandas as pd
 from ..runtime.features import FEATURES
 from ..runtime.predictor import Predictor
 from .dataset import Dataset
-from .evaluation import new_model
+from .evaluation import job_fit_args, new_model
 
 
 def perfect_matchings(items: Sequence[str]) -> Iterator[list[tuple[str, str]]]:
@@ -61,7 +61,8 @@ def compare_placements(ds: Dataset, mode: str, jobs: Sequence[str]) -> pd.DataFr
     # A model that never saw a set made only of these jobs.
     inside = df["set"].map(lambda s: set(s.split("+")) <= set(jobs))
     train = df[~inside]
-    model = new_model(mode, ds.profile_source, ds.timeline).fit(train[list(FEATURES)].to_numpy(), train["slowdown"].to_numpy())
+    model = new_model(mode, ds.profile_source, ds.timeline).fit(train[list(FEATURES)].to_numpy(), train["slowdown"].to_numpy(),
+                                                                **job_fit_args(train))
     n_gpus = len(jobs) // 2
     profiles = [ds.profiles[j] for j in jobs]
     if ds.retimed:

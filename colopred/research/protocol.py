@@ -33,7 +33,7 @@ from ..errors import InputError
 from ..runtime.features import FEATURES
 from .baselines import ContentionBaseline, LinearBaseline
 from .dataset import Dataset
-from .evaluation import SPLITS, evaluate_mode, metrics, new_model
+from .evaluation import SPLITS, evaluate_mode, job_fit_args, metrics, new_model
 
 LOCKED_SPLIT_FILE = "locked_split.json"
 LOCKED_KINDS = {
@@ -113,8 +113,9 @@ def protocol_table(ds: Dataset, locked: list[str], modes=("timeslice", "mps"),
             pred, iv = np.empty(len(te)), np.empty((len(te), 2))
             base = {"contention baseline MAPE %": np.empty(len(te)), "ridge MAPE %": np.empty(len(te))}
             for pos, fit_rows in folds:
-                m = new_model(mode, ds.profile_source, ds.timeline).fit(X[fit_rows], s[fit_rows], groups=df["arch"].to_numpy()[fit_rows])
-                pred[pos], iv[pos] = m.predict(X[te[pos]]), m.predict_interval(X[te[pos]])
+                m = new_model(mode, ds.profile_source, ds.timeline).fit(X[fit_rows], s[fit_rows], groups=df["arch"].to_numpy()[fit_rows],
+                                                                        **job_fit_args(df.iloc[fit_rows]))
+                pred[pos], iv[pos] = m.predict_with_interval(X[te[pos]], jobs=df["job"].to_numpy()[te[pos]])
                 base["contention baseline MAPE %"][pos] = ContentionBaseline(m.load_).fit(X[fit_rows], s[fit_rows]).predict(X[te[pos]])
                 base["ridge MAPE %"][pos] = LinearBaseline().fit(X[fit_rows], s[fit_rows]).predict(X[te[pos]])
             sub = df.iloc[te]

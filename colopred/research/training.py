@@ -13,7 +13,7 @@ from ..runtime.features import BASE, FEATURES, profile_matrix
 from ..runtime.manifest import model_stem
 from ..runtime.predictor import Predictor
 from .dataset import Dataset, load_dataset
-from .evaluation import evaluate_mode, new_model
+from .evaluation import evaluate_mode, job_fit_args, new_model
 
 
 def experience(rows, profiles: Sequence[JobProfile] = ()) -> dict:
@@ -59,7 +59,8 @@ def train(data_dir: str | Path, out: str | Path, modes: Sequence[str] = MODES, w
             log(f"{mode}: no measurements, skipped")
             continue
         log(f"{mode}: fitting on {df['window_id'].nunique()} sets ({len(df)} job rows)")
-        model = new_model(mode, profile_source, ds.timeline).fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy(), groups=df["arch"].to_numpy())
+        model = new_model(mode, profile_source, ds.timeline).fit(df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy(),
+                                                                  groups=df["arch"].to_numpy(), **job_fit_args(df))
         metrics = {}
         if with_metrics:
             log(f"{mode}: cross-validating for the manifest's metrics")

@@ -32,6 +32,9 @@ from ..constants import (
     INTERVAL_SIZE_EXPONENT,
     INTERVAL_SIZE_EXPONENTS,
     INTERVAL_SLOWDOWN_EXPONENTS,
+    JOB_OFFSET_FOLDS,
+    JOB_OFFSET_PRIOR_ROWS,
+    JOB_OFFSET_WEIGHT,
     MIN_CLASS_CALIBRATION_ROWS,
     MPS_WAIT_CROSS_GATE,
     TREE_PARAMS,
@@ -218,12 +221,18 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         c of each class of :data:`INTERVAL_CLASS_NAMES`: σ(x) also scales as p̂^c, p̂ the row's point prediction
         (:meth:`_scale`; 0: no such scale); default ``constants.INTERVAL_SLOWDOWN_EXPONENTS`` of ncu profiles and
         ``mode``, without a mode 0 for both.
+    job_offset_weight : float, optional
+        λ ≥ 0 of the training jobs' own offsets (:meth:`fit` with ``jobs``; 0: none); default
+        ``constants.JOB_OFFSET_WEIGHT`` of ncu profiles and ``mode``, without a mode 0.
+    job_offset_prior : float, optional
+        K₀ ≥ 0 by which a job's offset shrinks toward 0 (default ``constants.JOB_OFFSET_PRIOR_ROWS``).
 
     Fitted attributes: ``baseline_coefs_``, ``point_``, ``interval_`` (None without ``interval``),
     ``conformal_log_width_`` (over all calibration rows), ``conformal_class_log_widths_`` (one per class of
     ``interval_classes``, :data:`INTERVAL_CLASS_NAMES` order; empty under ``none``), ``max_set_size_`` (the largest set
     in training), ``features_``, ``load_``, ``wait_gate_``, ``size_exponents_`` and ``slowdown_exponents_`` (both in
-    :data:`INTERVAL_CLASS_NAMES` order).
+    :data:`INTERVAL_CLASS_NAMES` order), ``job_log_offsets_`` (training job name → λ·b, the log factor its
+    predictions take; empty without ``jobs`` or with λ = 0).
     """
 
     def __init__(self, mode: str | None = None, params: dict | None = None, monotone: bool = True,
@@ -231,7 +240,8 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
                  calibrate: bool = True, interval_scale: str | None = None, quantile_floor: bool | None = None,
                  conformal_folds: int | None = None, interval_classes: str | None = None, offset: float | None = None,
                  offset_classes: str | None = None, size_exponents: Mapping[str, float] | None = None,
-                 slowdown_exponents: Mapping[str, float] | None = None, wait_gate: str | None = None):
+                 slowdown_exponents: Mapping[str, float] | None = None, wait_gate: str | None = None,
+                 job_offset_weight: float | None = None, job_offset_prior: float | None = None):
         self.mode = mode
         self.params = params
         self.monotone = monotone
@@ -248,6 +258,8 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self.size_exponents = size_exponents
         self.slowdown_exponents = slowdown_exponents
         self.wait_gate = wait_gate
+        self.job_offset_weight = job_offset_weight
+        self.job_offset_prior = job_offset_prior
 
     # ----------------------------------------------------------------- settings
     def _resolve(self) -> None:
@@ -288,6 +300,11 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         if not 0.0 < self.offset_ <= 1.0:
             raise ValueError(f"offset must be in (0, 1], not {self.offset_}")
         self.offset_classes_ = self.offset_classes if self.offset_classes is not None else TREE_TARGET_OFFSET_CLASSES
+        lam = self.job_offset_weight if self.job_offset_weight is not None else JOB_OFFSET_WEIGHT["ncu"].get(self.mode, 0.0)
+        k0 = self.job_offset_prior if self.job_offset_prior is not None else JOB_OFFSET_PRIOR_ROWS
+        if not (np.isfinite(lam) and lam >= 0 and np.isfinite(k0) and k0 >= 0):
+            raise ValueError(f"job_offset_weight and job_offset_prior must be finite and >= 0, not {lam!r}, {k0!r}")
+        self.job_offset_weight_, self.job_offset_prior_ = float(lam), float(k0)
         if self.offset_classes_ not in INTERVAL_CLASS_KINDS:
             raise ValueError(f"unknown offset classes {self.offset_classes_!r} (one of {', '.join(INTERVAL_CLASS_KINDS)})")
 
@@ -325,13 +342,54 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         base = baseline_slowdown(coefs, terms)
         return coefs, np.log(s) - np.log(base), self._fit_point(Xm, s, base, c)
 
+    def _group_folds(self, groups: np.ndarray, n_folds: int) -> tuple[np.ndarray, int]:
+        """Fold index of each row, whole groups to a fold (a seeded permutation of the groups dealt round-robin
+        into ``n_folds``, at most one fold per group), and the number of folds."""
+        uniq = np.unique(groups)
+        n_folds = min(n_folds, len(uniq))
+        fold_of = dict(zip(np.random.default_rng(0).permutation(uniq), np.arange(len(uniq)) % n_folds))
+        return np.array([fold_of[g] for g in groups]), n_folds
+
+    def _out_of_fold(self, Xm: np.ndarray, terms: np.ndarray, s: np.ndarray, c: float | np.ndarray,
+                     folds: np.ndarray, n_folds: int) -> np.ndarray:
+        """Each row's slowdown predicted by the baseline and trees fitted on the other folds' rows and slowdowns ``s``."""
+        p = np.empty(len(s))
+        for k in range(n_folds):
+            te = folds == k
+            c_tr, c_te = (c, c) if np.isscalar(c) else (c[~te], c[te])
+            coefs, _, m = self._fit_parts(Xm[~te], terms[~te], s[~te], c_tr)
+            p[te] = compose(baseline_slowdown(coefs, terms[te]), m.get_booster().inplace_predict(Xm[te]), c_te)
+        return p
+
+    def _job_offsets(self, Xm: np.ndarray, terms: np.ndarray, s: np.ndarray, c: float | np.ndarray,
+                     jobs: np.ndarray, groups: np.ndarray) -> dict[str, float]:
+        """b_j of each training job: Σ e / (n_j + K₀) over its rows' log errors e = log s − log ŝ, each ŝ from a model
+        fitted without the row's group (``constants.JOB_OFFSET_FOLDS`` folds over the groups, e.g. architectures):
+        the part of the job's error that the other groups' rows do not foretell, shrunk toward 0 by K₀ =
+        ``job_offset_prior_`` rows. Fewer than two groups: no offsets."""
+        if len(np.unique(groups)) < 2:
+            return {}
+        folds, n_folds = self._group_folds(groups, JOB_OFFSET_FOLDS)
+        e = np.log(s) - np.log(self._out_of_fold(Xm, terms, s, c, folds, n_folds))
+        per_job = pd.DataFrame({"job": jobs, "e": e}).groupby("job")["e"].agg(["sum", "count"])
+        b = per_job["sum"] / (per_job["count"] + self.job_offset_prior_)
+        return {str(j): float(v) for j, v in b.items()}
+
     # ---------------------------------------------------------------------- fit
-    def fit(self, X, y, groups: Sequence | None = None) -> "SlowdownModel":
+    def fit(self, X, y, groups: Sequence | None = None, jobs: Sequence[str] | None = None,
+            job_groups: Sequence | None = None) -> "SlowdownModel":
         """Fit the baseline's coefficients, then f on r = log(s) − log(s_base). With ``groups`` (one label per
         row: e.g. each row's architecture, so that the interval holds on unseen jobs) and ``calibrate``, an inner
         ``conformal_folds``-fold CV over the groups gives out-of-fold log residuals, and the interval is widened
         to at least their ``INTERVAL_COVERAGE`` quantile, within each class of ``interval_classes`` (a class of fewer
-        than ``MIN_CLASS_CALIBRATION_ROWS`` rows takes the quantile over all rows)."""
+        than ``MIN_CLASS_CALIBRATION_ROWS`` rows takes the quantile over all rows).
+
+        With ``jobs`` (each row's target job name) and λ = ``job_offset_weight_`` > 0, each training job's own offset
+        b_j comes first (:meth:`_job_offsets`, folds over ``job_groups``, e.g. architectures; default ``groups``, else
+        the jobs); the baseline and trees are
+        fitted on s·exp(−λ·b_j), and λ·b_j is kept in ``job_log_offsets_`` for :meth:`predict` to give back to
+        that job's rows. The calibration scores the held-out groups' predictions, which know no offset, against the
+        measured s: the interval is that of a job never trained on."""
         import xgboost as xgb
 
         self._resolve()
@@ -345,6 +403,16 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         Xm = X[:, self._cols]
         self.max_set_size_ = int(X[:, _N_JOBS].max())
         c = self._offsets(X[:, _T_BUSY])
+        measured = s
+        self.job_log_offsets_: dict[str, float] = {}
+        if jobs is not None and self.job_offset_weight_ > 0:
+            jobs = np.asarray(jobs, dtype=object)
+            if len(jobs) != len(s):
+                raise ValueError(f"{len(X)} feature rows but {len(jobs)} job names")
+            folds_by = job_groups if job_groups is not None else groups
+            b = self._job_offsets(Xm, terms, s, c, jobs, np.asarray(folds_by) if folds_by is not None else jobs)
+            self.job_log_offsets_ = {j: self.job_offset_weight_ * v for j, v in b.items()}
+            s = s * np.exp(-np.array([self.job_log_offsets_.get(j, 0.0) for j in jobs]))
         self.baseline_coefs_, r, self.point_ = self._fit_parts(Xm, terms, s, c)
         self.conformal_log_width_ = 0.0
         self.conformal_class_log_widths_: tuple[float, ...] = ()
@@ -356,20 +424,10 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self.interval_.fit(Xm, r)
         if self.calibrate and groups is not None:
             groups = np.asarray(groups)
-            uniq = np.unique(groups)
-            n_folds = min(self.conformal_folds_, len(uniq))
-            if len(uniq) >= min(self.conformal_folds_, MIN_CALIBRATION_GROUPS):
-                rng = np.random.default_rng(0)
-                fold_of = dict(zip(rng.permutation(uniq), np.arange(len(uniq)) % n_folds))
-                folds = np.array([fold_of[g] for g in groups])
-                resid, p_oof = np.empty(len(r)), np.empty(len(r))
-                for k in range(n_folds):
-                    te = folds == k
-                    c_tr, c_te = (c, c) if np.isscalar(c) else (c[~te], c[te])
-                    coefs, _, m = self._fit_parts(Xm[~te], terms[~te], s[~te], c_tr)
-                    p_oof[te] = compose(baseline_slowdown(coefs, terms[te]), m.get_booster().inplace_predict(Xm[te]), c_te)
-                    resid[te] = np.log(s[te]) - np.log(p_oof[te])
-                scores = np.abs(resid) / self._scale(X, p_oof)
+            if len(np.unique(groups)) >= min(self.conformal_folds_, MIN_CALIBRATION_GROUPS):
+                folds, n_folds = self._group_folds(groups, self.conformal_folds_)
+                p_oof = self._out_of_fold(Xm, terms, s, c, folds, n_folds)
+                scores = np.abs(np.log(measured) - np.log(p_oof)) / self._scale(X, p_oof)
                 self.conformal_log_width_ = conformal_quantile(scores)
                 if self.interval_classes_ != "none":
                     cls = interval_class(X, self.interval_classes_)
@@ -425,10 +483,26 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
     def _point(self, Xm: np.ndarray, base: np.ndarray, t_busy: np.ndarray) -> np.ndarray:
         return compose(base, _booster(self.point_, len(Xm)).inplace_predict(Xm), self._offsets(t_busy))
 
-    def predict(self, X) -> np.ndarray:
-        """Slowdown (> 0) of each row; exactly 1 for a row of a job alone (``n_jobs`` 1: nothing shares its GPU)."""
+    def job_factors(self, jobs: Sequence[str]) -> np.ndarray:
+        """exp(λ·b_j) of each named job: the factor its predictions take for its own offset measured in training
+        (``job_log_offsets_``); 1 for a job the model was not trained on."""
+        offsets = getattr(self, "job_log_offsets_", None) or {}
+        return np.exp(np.fromiter((offsets.get(j, 0.0) for j in jobs), float, len(jobs)))
+
+    def predict(self, X, jobs: Sequence[str] | None = None) -> np.ndarray:
+        """Slowdown (> 0) of each row; exactly 1 for a row of a job alone (``n_jobs`` 1: nothing shares its GPU).
+        ``jobs``: each row's target job name, so that a job trained on takes its own offset (:meth:`job_factors`)."""
         self._check_fitted()
-        return self._predict_rows(_rows(X))
+        X = _rows(X)
+        p = self._predict_rows(X)
+        if jobs is None:
+            return p
+        return np.where(_alone(X), 1.0, np.maximum(p * self._factors_of(jobs, len(X)), SLOWDOWN_FLOOR))
+
+    def _factors_of(self, jobs: Sequence[str], n_rows: int) -> np.ndarray:
+        if len(jobs) != n_rows:
+            raise ValueError(f"{n_rows} feature rows but {len(jobs)} job names")
+        return self.job_factors(jobs)
 
     def _predict_columns(self, X32: np.ndarray, columns: dict[str, np.ndarray], n_jobs: int) -> np.ndarray:
         """:meth:`predict` of rows built by :func:`colopred.runtime.features.feature_columns`: the trees' columns
@@ -445,12 +519,13 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         p = self._point(self._tree_rows(X, tree_out), base, X[:, _T_BUSY])
         return np.where(_alone(X), 1.0, p)
 
-    def predict_interval(self, X) -> np.ndarray:
+    def predict_interval(self, X, jobs: Sequence[str] | None = None) -> np.ndarray:
         """(lo, hi) slowdown of each row; always contains the point prediction."""
-        return self.predict_with_interval(X)[1]
+        return self.predict_with_interval(X, jobs)[1]
 
-    def predict_with_interval(self, X) -> tuple[np.ndarray, np.ndarray]:
-        """(slowdown, (lo, hi)) of each row, sharing one pass over the features."""
+    def predict_with_interval(self, X, jobs: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(slowdown, (lo, hi)) of each row, sharing one pass over the features; ``jobs`` as in :meth:`predict` (a
+        trained job's interval moves with its prediction)."""
         self._check_fitted()
         if self.interval_ is None:
             raise ValueError("this model was fitted without its interval model (interval=False)")
@@ -463,6 +538,9 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         if self.quantile_floor_:
             q = np.exp(np.asarray(_booster(self.interval_, len(X)).inplace_predict(Xm)).reshape(len(X), -1)) * base[:, None]
             iv = np.column_stack([np.minimum(q[:, 0], iv[:, 0]), np.maximum(q[:, -1], iv[:, 1])])
+        if jobs is not None:
+            f = self._factors_of(jobs, len(X))
+            p, iv = np.maximum(p * f, SLOWDOWN_FLOOR), np.maximum(iv * f[:, None], SLOWDOWN_FLOOR)
         alone = _alone(X)
         return np.where(alone, 1.0, p), np.where(alone[:, None], 1.0, iv)
 

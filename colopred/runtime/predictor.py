@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from ..constants import MODES
+from ..constants import MODES, SLOWDOWN_FLOOR
 from ..errors import InputError
 from ..profile import JobProfile
 from . import outcome
@@ -216,8 +216,8 @@ class Predictor:
         X, _, pos = feature_matrix(P, np.arange(len(profiles))[None, :], queue=self._reads_queue_load)
         s = np.empty(len(profiles))
         iv = np.empty((len(profiles), 2))
-        s[pos], iv[pos] = self.model.predict_with_interval(X)
         names = [p.name for p in profiles]
+        s[pos], iv[pos] = self.model.predict_with_interval(X, jobs=[names[i] for i in pos])
         observed = None
         if self.offsets:
             f = factors(self.offsets, names, self._prior_weight)
@@ -306,8 +306,12 @@ class Predictor:
                     X_buf = np.empty((n_rows, len(FEATURES)))
                 X, set_of, pos = feature_matrix(P, members, out=X_buf)
                 s[r[set_of], slots[set_of, pos]] = model._predict_rows(X, tree_buf.reshape(-1, len(model.features_)))
+        names = [p.name for p in profiles]
+        if getattr(model, "job_log_offsets_", None):  # jobs the model was trained on take their own offsets (not alone)
+            f = np.where(size[:, None] > 1, model.job_factors(names)[np.where(present, idx, 0)], 1.0)
+            s = np.maximum(s * f, SLOWDOWN_FLOOR)
         if self.offsets:
-            f = factors(self.offsets, [p.name for p in profiles], self._prior_weight)
+            f = factors(self.offsets, names, self._prior_weight)
             s = corrected(s, f[np.where(present, idx, 0)])
         return s
 
