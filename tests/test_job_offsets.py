@@ -78,6 +78,8 @@ def test_the_offsets_travel_in_the_manifest_and_a_bad_one_is_refused(planted, tm
     loaded, _ = load_model(path)
     X = rows[list(FEATURES)].to_numpy()[:50]
     assert loaded.job_log_offsets_ == pytest.approx(m.job_log_offsets_)
+    assert loaded.job_width_factors_ == pytest.approx(m.job_width_factors_) and set(m.job_width_factors_) == set(jobs)
+    assert np.allclose(loaded.predict_interval(X, jobs=jobs[:50]), m.predict_interval(X, jobs=jobs[:50]))
     assert np.array_equal(loaded.predict(X, jobs=jobs[:50]), m.predict(X, jobs=jobs[:50]))
     path.write_text(json.dumps({**man, "job_log_offsets": {jobs[0]: 5.0}}))
     with pytest.raises((InputError, SchemaError), match="job_log_offsets"):
@@ -86,7 +88,8 @@ def test_the_offsets_travel_in_the_manifest_and_a_bad_one_is_refused(planted, tm
 
 def test_the_shipped_time_slicing_model_gives_a_trained_job_its_offset_in_every_path():
     """A profile named as a job the shipped model was trained on takes that job's factor, in predict and in
-    predict_many alike; the same profile under a new name takes none; a job alone is still exactly 1."""
+    predict_many alike, and a narrower interval; the same profile under a new name takes neither; a job alone is
+    still exactly 1."""
     pr = Predictor.default("timeslice")
     offsets = pr.model.job_log_offsets_
     assert offsets and set(offsets) <= set(pr.manifest["jobs"])
@@ -97,7 +100,10 @@ def test_the_shipped_time_slicing_model_gives_a_trained_job_its_offset_in_every_
     known, new = pr.predict([a, b]), pr.predict(renamed)
     want = np.exp([offsets[a.name], offsets[b.name]])
     assert np.allclose(np.array(known.slowdown) / np.array(new.slowdown), want)
-    assert np.allclose(np.array(known.interval)[:, 1] / np.array(new.interval)[:, 1], want)
+    rho = pr.model.job_width_factors([a.name, b.name])
+    assert (rho < 1).all()  # its own offset given back, less of a trained job's error is left
+    half_width = lambda pred: np.log(np.array(pred.interval)[:, 1] / np.array(pred.slowdown))  # noqa: E731
+    assert np.allclose(half_width(known), rho * half_width(new))
     table = pr.predict_many([[a, b], renamed, [a]])
     assert np.allclose(table["slowdown"].to_numpy()[:4], [*known.slowdown, *new.slowdown])
     assert table["slowdown"].iloc[4] == 1.0

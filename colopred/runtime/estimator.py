@@ -37,6 +37,7 @@ from ..constants import (
     JOB_OFFSET_WEIGHT,
     MIN_CLASS_CALIBRATION_ROWS,
     MPS_WAIT_CROSS_GATE,
+    OBSERVED_OFFSET_SHARE,
     TREE_PARAMS,
     TREE_TARGET_OFFSET,
     SLOWDOWN_FLOOR,
@@ -51,6 +52,7 @@ from .baseline import (
     load_kind,
 )
 from .features import FEATURES, MONOTONE_INCREASING, model_features
+from .observed import interval_width_factor
 
 # Fewer groups than this (and than the folds asked for) leave the interval uncalibrated: two groups give residuals of
 # models that each saw half the data.
@@ -232,7 +234,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
     ``interval_classes``, :data:`INTERVAL_CLASS_NAMES` order; empty under ``none``), ``max_set_size_`` (the largest set
     in training), ``features_``, ``load_``, ``wait_gate_``, ``size_exponents_`` and ``slowdown_exponents_`` (both in
     :data:`INTERVAL_CLASS_NAMES` order), ``job_log_offsets_`` (training job name → λ·b, the log factor its
-    predictions take; empty without ``jobs`` or with λ = 0).
+    predictions take; empty without ``jobs`` or with λ = 0) and ``job_width_factors_`` (name → ρ, its interval's).
     """
 
     def __init__(self, mode: str | None = None, params: dict | None = None, monotone: bool = True,
@@ -388,8 +390,10 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         b_j comes first (:meth:`_job_offsets`, folds over ``job_groups``, e.g. architectures; default ``groups``, else
         the jobs); the baseline and trees are
         fitted on s·exp(−λ·b_j), and λ·b_j is kept in ``job_log_offsets_`` for :meth:`predict` to give back to
-        that job's rows. The calibration scores the held-out groups' predictions, which know no offset, against the
-        measured s: the interval is that of a job never trained on."""
+        that job's rows, whose interval narrows by ρ_j (``job_width_factors_``: :func:`observed.interval_width_factor`
+        of the offset's weight λ·n_j/(n_j + K₀) and n_j rows, q = ``constants.OBSERVED_OFFSET_SHARE``). The
+        calibration scores each held-out row as it would be served (with its job's offset and ρ_j if the fold trained
+        on the job, else neither) against the measured s."""
         import xgboost as xgb
 
         self._resolve()
@@ -405,6 +409,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         c = self._offsets(X[:, _T_BUSY])
         measured = s
         self.job_log_offsets_: dict[str, float] = {}
+        self.job_width_factors_: dict[str, float] = {}
         if jobs is not None and self.job_offset_weight_ > 0:
             jobs = np.asarray(jobs, dtype=object)
             if len(jobs) != len(s):
@@ -412,6 +417,10 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
             folds_by = job_groups if job_groups is not None else groups
             b = self._job_offsets(Xm, terms, s, c, jobs, np.asarray(folds_by) if folds_by is not None else jobs)
             self.job_log_offsets_ = {j: self.job_offset_weight_ * v for j, v in b.items()}
+            rows_of = pd.Series(jobs).value_counts()
+            q = OBSERVED_OFFSET_SHARE.get(self.mode, 0.0)
+            self.job_width_factors_ = {j: float(interval_width_factor(self.job_offset_weight_ * n / (n + self.job_offset_prior_), n, q))
+                                       for j, n in rows_of.items() if j in b}
             s = s * np.exp(-np.array([self.job_log_offsets_.get(j, 0.0) for j in jobs]))
         self.baseline_coefs_, r, self.point_ = self._fit_parts(Xm, terms, s, c)
         self.conformal_log_width_ = 0.0
@@ -426,8 +435,15 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
             groups = np.asarray(groups)
             if len(np.unique(groups)) >= min(self.conformal_folds_, MIN_CALIBRATION_GROUPS):
                 folds, n_folds = self._group_folds(groups, self.conformal_folds_)
-                p_oof = self._out_of_fold(Xm, terms, s, c, folds, n_folds)
-                scores = np.abs(np.log(measured) - np.log(p_oof)) / self._scale(X, p_oof)
+                p_oof, rho = self._out_of_fold(Xm, terms, s, c, folds, n_folds), np.ones(len(s))
+                if self.job_log_offsets_:  # a held-out row whose job the fold trained on is served as a trained job's
+                    seen = np.zeros(len(s), bool)
+                    for k in range(n_folds):
+                        te = folds == k
+                        seen[te] = np.isin(jobs[te], jobs[~te])
+                    p_oof = np.where(seen, np.maximum(p_oof * self.job_factors(jobs), SLOWDOWN_FLOOR), p_oof)
+                    rho = np.where(seen, self.job_width_factors(jobs), 1.0)
+                scores = np.abs(np.log(measured) - np.log(p_oof)) / (self._scale(X, p_oof) * rho)
                 self.conformal_log_width_ = conformal_quantile(scores)
                 if self.interval_classes_ != "none":
                     cls = interval_class(X, self.interval_classes_)
@@ -489,6 +505,12 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         offsets = getattr(self, "job_log_offsets_", None) or {}
         return np.exp(np.fromiter((offsets.get(j, 0.0) for j in jobs), float, len(jobs)))
 
+    def job_width_factors(self, jobs: Sequence[str]) -> np.ndarray:
+        """ρ_j of each named job: the factor of its interval's log half-widths once its own offset is given back
+        (``job_width_factors_``); 1 for a job the model was not trained on."""
+        rho = getattr(self, "job_width_factors_", None) or {}
+        return np.fromiter((rho.get(j, 1.0) for j in jobs), float, len(jobs))
+
     def predict(self, X, jobs: Sequence[str] | None = None) -> np.ndarray:
         """Slowdown (> 0) of each row; exactly 1 for a row of a job alone (``n_jobs`` 1: nothing shares its GPU).
         ``jobs``: each row's target job name, so that a job trained on takes its own offset (:meth:`job_factors`)."""
@@ -525,7 +547,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
 
     def predict_with_interval(self, X, jobs: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(slowdown, (lo, hi)) of each row, sharing one pass over the features; ``jobs`` as in :meth:`predict` (a
-        trained job's interval moves with its prediction)."""
+        trained job's interval moves with its prediction and narrows by its :meth:`job_width_factors`)."""
         self._check_fitted()
         if self.interval_ is None:
             raise ValueError("this model was fitted without its interval model (interval=False)")
@@ -533,14 +555,15 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         Xm = self._tree_rows(X)
         base = baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_, self.wait_gate_))
         p = self._point(Xm, base, X[:, _T_BUSY])
-        w = np.exp(self._log_width(X, p))
+        f, rho = 1.0, 1.0
+        if jobs is not None:
+            f, rho = self._factors_of(jobs, len(X)), self.job_width_factors(jobs)
+            p = np.maximum(p * f, SLOWDOWN_FLOOR)
+        w = np.exp(self._log_width(X, p) * rho)
         iv = np.column_stack([p / w, p * w])
         if self.quantile_floor_:
-            q = np.exp(np.asarray(_booster(self.interval_, len(X)).inplace_predict(Xm)).reshape(len(X), -1)) * base[:, None]
+            q = np.exp(np.asarray(_booster(self.interval_, len(X)).inplace_predict(Xm)).reshape(len(X), -1)) * (base * f)[:, None]
             iv = np.column_stack([np.minimum(q[:, 0], iv[:, 0]), np.maximum(q[:, -1], iv[:, 1])])
-        if jobs is not None:
-            f = self._factors_of(jobs, len(X))
-            p, iv = np.maximum(p * f, SLOWDOWN_FLOOR), np.maximum(iv * f[:, None], SLOWDOWN_FLOOR)
         alone = _alone(X)
         return np.where(alone, 1.0, p), np.where(alone[:, None], 1.0, iv)
 

@@ -125,6 +125,7 @@ def save_model(path: str | os.PathLike, model: SlowdownModel, mode: str, /, **ex
         if offsets:  # absent means none: no training job takes an offset of its own
             man["job_offset_weight"], man["job_offset_prior"] = model.job_offset_weight_, model.job_offset_prior_
             man["job_log_offsets"] = {str(j): float(v) for j, v in sorted(offsets.items())}
+            man["job_width_factors"] = {str(j): float(v) for j, v in sorted(model.job_width_factors_.items())}
         if any(model.slowdown_exponents_):  # absent means 0: no per-row slowdown scale
             man["interval_slowdown_exponents"] = dict(zip(INTERVAL_CLASS_NAMES, model.slowdown_exponents_))
         man.update({k: v for k, v in extra.items() if k not in man})  # provenance and metrics; never the model's own fields
@@ -248,6 +249,7 @@ def load_model(path: str | os.PathLike) -> tuple[SlowdownModel, dict[str, Any]]:
     model.conformal_class_log_widths_ = (tuple(float(class_widths[c]) for c in INTERVAL_CLASS_NAMES)
                                          if model.interval_classes_ != "none" and class_widths else ())
     model.job_log_offsets_ = {str(j): float(v) for j, v in man.get("job_log_offsets", {}).items()}
+    model.job_width_factors_ = {str(j): float(v) for j, v in man.get("job_width_factors", {}).items()}
     model.max_set_size_ = man.get("max_set_size")  # the interval's beyond_size scale (None: every row alike)
     model.baseline_coefs_ = np.array([float(man["baseline_coefs"][k]) for k in BASELINE_TERMS])
     for part in MODEL_PARTS:
