@@ -129,6 +129,13 @@ JOB_OFFSET_PRIOR_ROWS = 8.0
 """K₀ of b_j = Σ e / (n_j + K₀) over job j's n_j cross-fitted log errors e: the offset of a job with few rows shrinks
 toward 0. Chosen with ``JOB_OFFSET_WEIGHT`` over K₀ 8 and 32 (a first look: 2 did worse)."""
 
+JOB_OFFSET_WIDTH_SHARE = 0.0
+"""q of a trained job's interval factor ρ = √((1 − w)²q + (1 − q)(1 + w²/k)) (``runtime.observed``; w = λ·n/(n + K₀),
+k = n its rows): the share of its error that giving its offset back removes. 0 keeps the width of a job never
+trained on (ρ just above 1, for the offset's own scatter): with q = ``OBSERVED_OFFSET_SHARE`` (0.71) the development
+rows' time-slicing triples from pairs were covered 69% (saturating targets, ``scripts/dev_slowdown_scale.py``, c = 0),
+since a trained job's error in a larger set is mostly the extrapolation's, which that share does not describe."""
+
 JOB_OFFSET_FOLDS = 5
 """Folds over the training rows' architectures whose out-of-fold errors give the job offsets: each fit sees four fifths
 of them (fixed with the design, not tuned; each fold costs one fit)."""

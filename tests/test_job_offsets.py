@@ -88,7 +88,7 @@ def test_the_offsets_travel_in_the_manifest_and_a_bad_one_is_refused(planted, tm
 
 def test_the_shipped_time_slicing_model_gives_a_trained_job_its_offset_in_every_path():
     """A profile named as a job the shipped model was trained on takes that job's factor, in predict and in
-    predict_many alike, and a narrower interval; the same profile under a new name takes neither; a job alone is
+    predict_many alike, and its interval factor; the same profile under a new name takes neither; a job alone is
     still exactly 1."""
     pr = Predictor.default("timeslice")
     offsets = pr.model.job_log_offsets_
@@ -101,7 +101,7 @@ def test_the_shipped_time_slicing_model_gives_a_trained_job_its_offset_in_every_
     want = np.exp([offsets[a.name], offsets[b.name]])
     assert np.allclose(np.array(known.slowdown) / np.array(new.slowdown), want)
     rho = pr.model.job_width_factors([a.name, b.name])
-    assert (rho < 1).all()  # its own offset given back, less of a trained job's error is left
+    assert (rho >= 1).all() and (rho < 1.05).all()  # constants.JOB_OFFSET_WIDTH_SHARE 0: an unseen job's width
     half_width = lambda pred: np.log(np.array(pred.interval)[:, 1] / np.array(pred.slowdown))  # noqa: E731
     assert np.allclose(half_width(known), rho * half_width(new))
     table = pr.predict_many([[a, b], renamed, [a]])

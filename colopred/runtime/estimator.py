@@ -35,9 +35,9 @@ from ..constants import (
     JOB_OFFSET_FOLDS,
     JOB_OFFSET_PRIOR_ROWS,
     JOB_OFFSET_WEIGHT,
+    JOB_OFFSET_WIDTH_SHARE,
     MIN_CLASS_CALIBRATION_ROWS,
     MPS_WAIT_CROSS_GATE,
-    OBSERVED_OFFSET_SHARE,
     TREE_PARAMS,
     TREE_TARGET_OFFSET,
     SLOWDOWN_FLOOR,
@@ -391,7 +391,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         the jobs); the baseline and trees are
         fitted on s·exp(−λ·b_j), and λ·b_j is kept in ``job_log_offsets_`` for :meth:`predict` to give back to
         that job's rows, whose interval narrows by ρ_j (``job_width_factors_``: :func:`observed.interval_width_factor`
-        of the offset's weight λ·n_j/(n_j + K₀) and n_j rows, q = ``constants.OBSERVED_OFFSET_SHARE``). The
+        of the offset's weight λ·n_j/(n_j + K₀) and n_j rows, q = ``constants.JOB_OFFSET_WIDTH_SHARE``). The
         calibration scores each held-out row as it would be served (with its job's offset and ρ_j if the fold trained
         on the job, else neither) against the measured s."""
         import xgboost as xgb
@@ -418,8 +418,8 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
             b = self._job_offsets(Xm, terms, s, c, jobs, np.asarray(folds_by) if folds_by is not None else jobs)
             self.job_log_offsets_ = {j: self.job_offset_weight_ * v for j, v in b.items()}
             rows_of = pd.Series(jobs).value_counts()
-            q = OBSERVED_OFFSET_SHARE.get(self.mode, 0.0)
-            self.job_width_factors_ = {j: float(interval_width_factor(self.job_offset_weight_ * n / (n + self.job_offset_prior_), n, q))
+            self.job_width_factors_ = {j: float(interval_width_factor(self.job_offset_weight_ * n / (n + self.job_offset_prior_), n,
+                                                                      JOB_OFFSET_WIDTH_SHARE))
                                        for j, n in rows_of.items() if j in b}
             s = s * np.exp(-np.array([self.job_log_offsets_.get(j, 0.0) for j in jobs]))
         self.baseline_coefs_, r, self.point_ = self._fit_parts(Xm, terms, s, c)
