@@ -96,6 +96,14 @@ def test_every_prediction_path_applies_the_same_correction(jobs, mps):
     assert placed.placed == 4
 
 
+def test_an_observed_job_alone_is_still_exactly_one(jobs, mps):
+    """An observation shifts a job's predictions beside others; alone nothing shares its GPU, whatever was observed."""
+    a, b = jobs[:2]
+    p = mps.observe([Observation((a, b), (3.0, 3.0))], prior_weight=0.0)
+    many = p.predict_many([[a], [a, b]])
+    assert many["slowdown"].iloc[0] == 1.0 and many["slowdown"].iloc[1] > mps.predict([a, b]).slowdown[0]
+
+
 def test_bad_observations_are_refused_in_one_line(jobs, mps):
     a, b = jobs[:2]
     with pytest.raises(ValueError, match="2 jobs has 1 slowdowns"):

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from ..constants import MODES, SLOWDOWN_FLOOR
+from ..constants import MODES
 from ..errors import InputError
 from ..profile import JobProfile
 from . import outcome
@@ -307,12 +307,11 @@ class Predictor:
                 X, set_of, pos = feature_matrix(P, members, out=X_buf)
                 s[r[set_of], slots[set_of, pos]] = model._predict_rows(X, tree_buf.reshape(-1, len(model.features_)))
         names = [p.name for p in profiles]
-        if getattr(model, "job_log_offsets_", None):  # jobs the model was trained on take their own offsets (not alone)
-            f = np.where(size[:, None] > 1, model.job_factors(names)[np.where(present, idx, 0)], 1.0)
-            s = np.maximum(s * f, SLOWDOWN_FLOOR)
+        shared, slot_job = size[:, None] > 1, np.where(present, idx, 0)  # a job alone stays at exactly 1
+        if getattr(model, "job_log_offsets_", None):  # jobs the model was trained on take their own offsets
+            s = np.where(shared, corrected(s, model.job_factors(names)[slot_job]), s)
         if self.offsets:
-            f = factors(self.offsets, names, self._prior_weight)
-            s = corrected(s, f[np.where(present, idx, 0)])
+            s = np.where(shared, corrected(s, factors(self.offsets, names, self._prior_weight)[slot_job]), s)
         return s
 
     def rank_partners(self, job: JobProfile, candidates: Sequence[JobProfile], k: int | None = None) -> pd.DataFrame:
