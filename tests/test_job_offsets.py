@@ -10,7 +10,7 @@ from colopred.errors import InputError, SchemaError
 from colopred.profile import JobProfile
 from colopred.research.dataset import load_dataset
 from colopred.runtime.estimator import SlowdownModel
-from colopred.runtime.features import FEATURES
+from colopred.runtime.features import FEATURES, feature_matrix, profile_matrix
 from colopred.runtime.manifest import load_model, save_model
 from colopred.runtime.predictor import Predictor
 
@@ -102,8 +102,11 @@ def test_the_shipped_time_slicing_model_gives_a_trained_job_its_offset_in_every_
     assert np.allclose(np.array(known.slowdown) / np.array(new.slowdown), want)
     rho = pr.model.job_width_factors([a.name, b.name])
     assert (rho >= 1).all() and (rho < 1.05).all()  # constants.JOB_OFFSET_WIDTH_SHARE 0: an unseen job's width
-    half_width = lambda pred: np.log(np.array(pred.interval)[:, 1] / np.array(pred.slowdown))  # noqa: E731
-    assert np.allclose(half_width(known), rho * half_width(new))
+    P = profile_matrix([a, b])
+    X, _, pos = feature_matrix(P, np.arange(2)[None, :])
+    # the half-width at the known job's own prediction (the width follows p̂^c), times its factor
+    want_width = pr.model._log_width(X, np.array(known.slowdown)[pos]) * rho[pos]
+    assert np.allclose(np.log(np.array(known.interval)[pos, 1] / np.array(known.slowdown)[pos]), want_width)
     table = pr.predict_many([[a, b], renamed, [a]])
     assert np.allclose(table["slowdown"].to_numpy()[:4], [*known.slowdown, *new.slowdown])
     assert table["slowdown"].iloc[4] == 1.0
