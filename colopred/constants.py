@@ -144,15 +144,15 @@ OBSERVED_PRIOR_WEIGHT = {"timeslice": 0.5, "mps": 2.0}
 """n₀ of ``runtime.observed``, per mode: k measured collocations of a job move its predictions by k / (k + n₀) of the
 mean log(measured / predicted) they show. Chosen on the development architectures' leave-arch rows
 (``scripts/dev_observed_shrinkage.py``, ``reports/h100/observed``; of 0, 0.5, 1, 2, 4, 8 and none, the least MAPE
-averaged over k = 1, 2, 4; data hash b6de822cea25d2b8): time-slicing 0.5 (one observation: 4.62 → 3.61%; locked
-architectures 4.81 → 3.57%), MPS 2 (6.55 → 6.15%; locked 5.34 → 5.21%): under MPS one collocation's scatter
+averaged over k = 1, 2, 4; data hash b6de822cea25d2b8, with the job offsets): time-slicing 0.5 (one observation:
+4.37 → 3.42%; locked architectures 4.37 → 3.50%), MPS 2 (6.55 → 6.15%; locked 5.34 → 5.21%): under MPS one collocation's scatter
 weighs more against the job's own offset."""
 
-OBSERVED_OFFSET_SHARE = {"timeslice": 0.71, "mps": 0.30}
+OBSERVED_OFFSET_SHARE = {"timeslice": 0.73, "mps": 0.30}
 """q of ``runtime.observed``, per mode: the share of the leave-arch log-error variance that is each unseen job's own
 offset (between-job variance of the offsets, net of the rows' own scatter, over the total), estimated on the
-development architectures' rows by ``scripts/dev_observed_shrinkage.py`` (data hash b6de822cea25d2b8; locked rows
-0.58 and 0.24). It sets how much an observed job's interval narrows: ρ(k) = √((1 − w)²q + (1 − q)(1 + w²/k))."""
+development architectures' rows by ``scripts/dev_observed_shrinkage.py`` (data hash b6de822cea25d2b8, with the job
+offsets; locked rows 0.46 and 0.24). It sets how much an observed job's interval narrows: ρ(k) = √((1 − w)²q + (1 − q)(1 + w²/k))."""
 
 CALIBRATION_REFERENCE_JOB = "resnet50-b64-fp32"
 """The zoo job a new job is measured beside in a calibration co-run (``colopred calibrate``): of the 16 zoo jobs measured

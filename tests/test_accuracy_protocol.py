@@ -505,7 +505,7 @@ def mape_of(pred, s):
 def test_the_shipped_models_scale_only_saturating_jobs_interference(mode):
     """Each shipped model composes its trees by constants.TREE_TARGET_OFFSET[mode] (< 1) with host-bound targets at
     c = 1; the batched path (predict_many) and the per-set path agree for a set holding both kinds of job, and both
-    are compose() of the baseline and the trees with each row's c."""
+    are compose() of the baseline and the trees with each row's c, times each trained job's own offset factor."""
     from colopred.constants import HOST_BOUND_BUSY, TREE_TARGET_OFFSET
     from colopred.runtime.estimator import compose
     from colopred.runtime.features import feature_frame
@@ -526,7 +526,8 @@ def test_the_shipped_models_scale_only_saturating_jobs_interference(mode):
     c = np.where(X[:, FEATURES.index("t_busy")] < HOST_BOUND_BUSY, 1.0, m.offset_)
     assert (c < 1).any() and (c == 1).any()
     trees = m.point_.get_booster().inplace_predict(X[:, m._cols].astype(np.float32))
-    assert np.allclose(p.slowdown, compose(m.baseline(X), trees, c), rtol=1e-6)
+    own = np.maximum(compose(m.baseline(X), trees, c) * m.job_factors(names), 1.0)
+    assert np.allclose(p.slowdown, own, rtol=1e-6)
 
 
 def test_dev_size_exponent_recomputes_each_exponents_coverage_exactly(timeslice):
