@@ -390,7 +390,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         b_j comes first (:meth:`_job_offsets`, folds over ``job_groups``, e.g. architectures; default ``groups``, else
         the jobs); the baseline and trees are
         fitted on s·exp(−λ·b_j), and λ·b_j is kept in ``job_log_offsets_`` for :meth:`predict` to give back to
-        that job's rows, whose interval narrows by ρ_j (``job_width_factors_``: :func:`observed.interval_width_factor`
+        that job's rows, whose interval's log half-widths take ρ_j (``job_width_factors_``: :func:`observed.interval_width_factor`
         of the offset's weight λ·n_j/(n_j + K₀) and n_j rows, q = ``constants.JOB_OFFSET_WIDTH_SHARE``). The
         calibration scores each held-out row as it would be served (with its job's offset and ρ_j if the fold trained
         on the job, else neither) against the measured s."""
@@ -507,7 +507,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
 
     def job_width_factors(self, jobs: Sequence[str]) -> np.ndarray:
         """ρ_j of each named job: the factor of its interval's log half-widths once its own offset is given back
-        (``job_width_factors_``); 1 for a job the model was not trained on."""
+        (``job_width_factors_``; ``constants.JOB_OFFSET_WIDTH_SHARE``); 1 for a job the model was not trained on."""
         rho = getattr(self, "job_width_factors_", None) or {}
         return np.fromiter((rho.get(j, 1.0) for j in jobs), float, len(jobs))
 
@@ -547,7 +547,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
 
     def predict_with_interval(self, X, jobs: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(slowdown, (lo, hi)) of each row, sharing one pass over the features; ``jobs`` as in :meth:`predict` (a
-        trained job's interval moves with its prediction and narrows by its :meth:`job_width_factors`)."""
+        trained job's interval moves with its prediction, its log half-widths times its :meth:`job_width_factors`)."""
         self._check_fitted()
         if self.interval_ is None:
             raise ValueError("this model was fitted without its interval model (interval=False)")
