@@ -52,7 +52,7 @@ from .baseline import (
     load_kind,
 )
 from .features import FEATURES, MONOTONE_INCREASING, model_features
-from .observed import interval_width_factor
+from .observed import corrected, interval_width_factor
 
 # Fewer groups than this (and than the folds asked for) leave the interval uncalibrated: two groups give residuals of
 # models that each saw half the data.
@@ -364,18 +364,18 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         return p
 
     def _job_offsets(self, Xm: np.ndarray, terms: np.ndarray, s: np.ndarray, c: float | np.ndarray,
-                     jobs: np.ndarray, groups: np.ndarray) -> dict[str, float]:
-        """b_j of each training job: Σ e / (n_j + K₀) over its rows' log errors e = log s − log ŝ, each ŝ from a model
+                     jobs: np.ndarray, groups: np.ndarray) -> tuple[dict[str, float], dict[str, int]]:
+        """(b_j, n_j) of each training job: Σ e / (n_j + K₀) over its rows' log errors e = log s − log ŝ, each ŝ from a model
         fitted without the row's group (``constants.JOB_OFFSET_FOLDS`` folds over the groups, e.g. architectures):
         the part of the job's error that the other groups' rows do not foretell, shrunk toward 0 by K₀ =
-        ``job_offset_prior_`` rows. Fewer than two groups: no offsets."""
+        ``job_offset_prior_`` rows, and its number of rows n_j. Fewer than two groups: no offsets."""
         if len(np.unique(groups)) < 2:
-            return {}
+            return {}, {}
         folds, n_folds = self._group_folds(groups, JOB_OFFSET_FOLDS)
         e = np.log(s) - np.log(self._out_of_fold(Xm, terms, s, c, folds, n_folds))
         per_job = pd.DataFrame({"job": jobs, "e": e}).groupby("job")["e"].agg(["sum", "count"])
         b = per_job["sum"] / (per_job["count"] + self.job_offset_prior_)
-        return {str(j): float(v) for j, v in b.items()}
+        return {str(j): float(v) for j, v in b.items()}, {str(j): int(n) for j, n in per_job["count"].items()}
 
     # ---------------------------------------------------------------------- fit
     def fit(self, X, y, groups: Sequence | None = None, jobs: Sequence[str] | None = None,
@@ -415,12 +415,11 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
             if len(jobs) != len(s):
                 raise ValueError(f"{len(X)} feature rows but {len(jobs)} job names")
             folds_by = job_groups if job_groups is not None else groups
-            b = self._job_offsets(Xm, terms, s, c, jobs, np.asarray(folds_by) if folds_by is not None else jobs)
+            b, rows_of = self._job_offsets(Xm, terms, s, c, jobs, np.asarray(folds_by) if folds_by is not None else jobs)
             self.job_log_offsets_ = {j: self.job_offset_weight_ * v for j, v in b.items()}
-            rows_of = pd.Series(jobs).value_counts()
             self.job_width_factors_ = {j: float(interval_width_factor(self.job_offset_weight_ * n / (n + self.job_offset_prior_), n,
                                                                       JOB_OFFSET_WIDTH_SHARE))
-                                       for j, n in rows_of.items() if j in b}
+                                       for j, n in rows_of.items()}
             s = s * np.exp(-np.array([self.job_log_offsets_.get(j, 0.0) for j in jobs]))
         self.baseline_coefs_, r, self.point_ = self._fit_parts(Xm, terms, s, c)
         self.conformal_log_width_ = 0.0
@@ -441,7 +440,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
                     for k in range(n_folds):
                         te = folds == k
                         seen[te] = np.isin(jobs[te], jobs[~te])
-                    p_oof = np.where(seen, np.maximum(p_oof * self.job_factors(jobs), SLOWDOWN_FLOOR), p_oof)
+                    p_oof = np.where(seen, corrected(p_oof, self.job_factors(jobs)), p_oof)
                     rho = np.where(seen, self.job_width_factors(jobs), 1.0)
                 scores = np.abs(np.log(measured) - np.log(p_oof)) / (self._scale(X, p_oof) * rho)
                 self.conformal_log_width_ = conformal_quantile(scores)
@@ -519,7 +518,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         p = self._predict_rows(X)
         if jobs is None:
             return p
-        return np.where(_alone(X), 1.0, np.maximum(p * self._factors_of(jobs, len(X)), SLOWDOWN_FLOOR))
+        return np.where(_alone(X), 1.0, corrected(p, self._factors_of(jobs, len(X))))
 
     def _factors_of(self, jobs: Sequence[str], n_rows: int) -> np.ndarray:
         if len(jobs) != n_rows:
@@ -558,7 +557,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         f, rho = 1.0, 1.0
         if jobs is not None:
             f, rho = self._factors_of(jobs, len(X)), self.job_width_factors(jobs)
-            p = np.maximum(p * f, SLOWDOWN_FLOOR)
+            p = corrected(p, f)
         w = np.exp(self._log_width(X, p) * rho)
         iv = np.column_stack([p / w, p * w])
         if self.quantile_floor_:
