@@ -12,7 +12,8 @@ import pytest
 from colopred.profile import JobProfile
 from colopred.research.dataset import load_dataset
 from colopred.research.profiling_cost import profiling_cost_table
-from colopred.research.protocol import _pays_off_on_repeats, is_locked, locked_architectures, noise_floor, pays_off_repeats
+from colopred.research.protocol import (_pays_off_on_repeats, coverage_spread, is_locked, locked_architectures, noise_floor,
+                                       pays_off_repeats)
 from colopred.runtime.estimator import SlowdownModel
 from colopred.runtime.features import FEATURES
 
@@ -309,6 +310,28 @@ def test_pays_off_ceiling_compares_each_window_with_the_mean_of_the_set_s_other_
     exact = _pays_off_on_repeats(timeslice.assign(pred=timeslice["slowdown"]), agree.to_numpy())
     assert exact["colopred_pays_off_on_repeated_pct"] == 100.0
     assert exact["pays_off_ceiling_pct"] == pytest.approx(agree.groupby(timeslice["window_id"]).first().mean() * 100)
+
+
+def test_coverage_spread_is_the_spread_of_coverage_over_draws_of_architectures(timeslice):
+    """coverage_spread: 0 when every architecture is covered alike, the binomial-like spread of a draw when they
+    differ, computed on the measured rows with made-up intervals that cover some architectures and miss others."""
+    rows = timeslice[["arch", "slowdown"]].copy()
+    archs = sorted(rows["arch"].unique())
+    k = 5
+    # every row covered: no spread
+    same = rows.assign(lo=rows["slowdown"] * 0.9, hi=rows["slowdown"] * 1.1)
+    assert coverage_spread(same, k) == 0.0
+    # half of the architectures never covered, the other half always: the draws' coverage varies
+    missed = set(archs[::2])
+    half = same.assign(lo=np.where(rows["arch"].isin(missed), rows["slowdown"] * 1.05, same["lo"]))
+    sd = coverage_spread(half, k)
+    assert 10 < sd < 50
+    # the spread of one draw of all architectures but one is smaller than that of five
+    assert coverage_spread(half, len(archs) - 1) < sd
+    assert math.isnan(coverage_spread(half, len(archs)))  # nothing to draw from
+    # a fixed seed repeats, another seed moves it little
+    assert coverage_spread(half, k) == sd
+    assert coverage_spread(half, k, seed=1) == pytest.approx(sd, rel=0.1)
 
 
 def test_profiling_cost_table_reads_what_was_recorded():

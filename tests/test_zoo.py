@@ -32,6 +32,7 @@ def test_the_torch_free_name_list_is_the_zoo():
 
 def test_bf16_and_loader_variants():
     assert torch.isfinite(build(JobSpec.parse("gpt2_small-b2-bf16"), "cpu", tiny=True).step())
+    assert torch.isfinite(build(JobSpec.parse("gat-b2-bf16"), "cpu", tiny=True).step())  # float32 attention, bf16 features
     assert torch.isfinite(build(JobSpec.parse("resnet18-b2-fp32-loader"), "cpu", tiny=True, loader_workers=0).step())
 
 
@@ -282,3 +283,31 @@ def test_ppo_log_probs_are_a_distribution_and_the_clip_stops_the_gradient():
     job._loss((out[0], out[1] * 0, out[2] * 0), (log_prob, adv, out[2].detach())).backward()
     assert torch.count_nonzero(model.policy.weight.grad) > 0
 
+
+
+def test_dgcnn_edges_join_each_point_to_its_nearest_neighbours_and_gat_attends_over_in_edges():
+    """knn_edge_features: a point's first neighbour is itself (edge feature [x_i, 0]) and the next its nearest
+    other point; DGCNN's scores do not depend on the order of the points. GAT: a node's output is untouched by a
+    node of another graph, and its attention over its in-edges (and itself) sums to one."""
+    from colopred.measurement.zoo.models import DGCNN, GAT, knn_edge_features
+
+    x = torch.tensor([[[0.0, 1.0, 5.0, 1.2]]])  # one cloud, one channel, four points
+    e = knn_edge_features(x, 2)
+    assert e.shape == (1, 2, 4, 2)
+    assert torch.equal(e[0, 1, :, 0], torch.zeros(4))  # x_j − x_i of the nearest (itself) is 0
+    assert torch.allclose(e[0, 0, 1] + e[0, 1, 1], torch.tensor([1.0, 1.2]))  # point 1's neighbours: itself, point 3
+    torch.manual_seed(0)
+    net = DGCNN(4, (8, 8), 16, 4, (16, 8)).eval()
+    pts = torch.randn(2, 3, 32)
+    perm = torch.randperm(32)
+    assert torch.allclose(net(pts), net(pts[:, :, perm]), atol=1e-5)
+
+    gat = GAT(node_features=3, hidden=4, heads=2, layers=2).eval()
+    feats = torch.randn(5, 3)
+    edges = torch.tensor([[0, 1, 1, 2, 3, 4], [1, 0, 2, 1, 4, 3]])  # graph 0: nodes 0-2 (a path), graph 1: nodes 3-4
+    graph_of = torch.tensor([0, 0, 0, 1, 1])
+    base = gat(feats, edges, graph_of, 2)
+    moved = feats.clone()
+    moved[4] += 10.0
+    out = gat(moved, edges, graph_of, 2)
+    assert torch.equal(out[0], base[0]) and not torch.allclose(out[1], base[1])

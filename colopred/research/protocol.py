@@ -18,6 +18,10 @@ others. Every choice made after the lock is made on development rows only (``col
   one measurement on whether the set pays off (throughput > 1), over the split's test sets measured more than once,
   beside colopred's agreement on the same measurements: sets near break-even (two saturating jobs time-sliced) flip
   from one window to the next, so no predictor agrees with every window.
+- Coverage spread (:func:`coverage_spread`): how far the interval coverage of as few architectures as the locked split
+  holds strays by chance, from the development figure's rows: the standard deviation of the coverage over the rows of
+  ``len(locked)`` target architectures drawn from the development ones. An unseen job's error is mostly its own bias,
+  shared by all its rows, so a coverage over five architectures moves by several points with the draw.
 """
 
 from __future__ import annotations
@@ -42,6 +46,11 @@ LOCKED_KINDS = {
     "pairs+triples->quads": (lambda n: (n == 2) | (n == 3), lambda n: n == 4),
 }
 """Locked figure of each kind of split: (training rows' set sizes, test rows' set sizes)."""
+SPREAD_DRAWS = 2000
+"""Draws of architectures behind :func:`coverage_spread`: its standard deviation then moves by ~1.6% of itself
+(1/√(2·draws)) from one seed to another."""
+SPREAD_SEED = 23
+"""Seed of :func:`coverage_spread`'s draws (the locked split's)."""
 
 
 def locked_architectures(root: str | Path) -> list[str]:
@@ -71,6 +80,22 @@ def noise_floor(df: pd.DataFrame) -> pd.Series:
     total, count = g.transform("sum"), g.transform("count")
     others = (total - df["slowdown"]) / (count - 1).where(count > 1)
     return (others - df["slowdown"]).abs() / df["slowdown"]
+
+
+def coverage_spread(preds: pd.DataFrame, n_archs: int, draws: int = SPREAD_DRAWS, seed: int = SPREAD_SEED) -> float:
+    """Standard deviation (points) of the interval coverage over the rows of ``n_archs`` target architectures drawn
+    without replacement, ``draws`` times, from those of ``preds`` (one split's predictions: ``arch``, ``slowdown``,
+    ``lo``, ``hi``); NaN with fewer than ``n_archs`` + 1 architectures."""
+    p = preds.dropna(subset=["lo", "hi"])
+    covered = ((p["slowdown"] >= p["lo"]) & (p["slowdown"] <= p["hi"])).to_numpy()
+    codes, archs = pd.factorize(p["arch"])
+    if n_archs < 1 or len(archs) <= n_archs:
+        return float("nan")
+    hits = np.bincount(codes, weights=covered, minlength=len(archs))
+    rows = np.bincount(codes, minlength=len(archs)).astype(float)
+    rng = np.random.default_rng(seed)
+    pick = np.argsort(rng.random((draws, len(archs))), axis=1)[:, :n_archs]
+    return float(np.std(100 * hits[pick].sum(axis=1) / rows[pick].sum(axis=1)))
 
 
 def _window_agreement(df: pd.DataFrame) -> pd.Series:
@@ -106,6 +131,7 @@ def protocol_table(ds: Dataset, locked: list[str], modes=("timeslice", "mps"),
             p = preds.loc[preds["split"] == r["split"]]
             rows.append({"mode": mode, "split": r["split"], "figure": "development (CV, development architectures)",
                          **{k: r[k] for k in ("slowdown_mape_pct", "interval_coverage_pct", "delta_mae", "pays_off_agreement_pct", "n_sets")},
+                         "coverage_sd_at_locked_size_pct": coverage_spread(p, len(locked)),
                          **_on_repeats(p["slowdown"].to_numpy(), p["pred"].to_numpy(), _dev_floor(dev, p)),
                          **_pays_off_on_repeats(p, p["window_id"].map(agree).to_numpy())})
         X, s = df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy()

@@ -250,7 +250,12 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
                   "host-bound ones). Pays-off ceiling: how often the mean throughput of a set's other measurements agrees "
                   "with one measurement on whether the set pays off (throughput > 1), over the test sets measured more than "
                   "once, beside colopred's agreement on the same measurements: a set near break-even (two saturating jobs "
-                  "time-sliced) pays off in one window and not in the next.", "",
+                  "time-sliced) pays off in one window and not in the next. Coverage spread "
+                  "(`coverage_sd_at_locked_size_pct`): the standard deviation of a development figure's coverage over the "
+                  "rows of as many target architectures as the locked split holds, drawn from the development ones "
+                  "(`protocol.coverage_spread`): an unseen job's error is mostly its own, shared by all its rows, so a "
+                  "coverage over a handful of architectures strays from the level by chance far more than its row count "
+                  "suggests, and a locked coverage within about two of these of 90% is what calibration alone can promise.", "",
                   md_table(protocol), ""]
         write_csv_atomic(protocol, out / "protocol.csv", index=False)
     if sensitivity is not None and not sensitivity.empty:

@@ -107,12 +107,10 @@ def interval_scale(X: np.ndarray, kind: str, max_set_size: int | None,
     raise ValueError(f"unknown interval scale {kind!r} (one of {', '.join(INTERVAL_SCALES)})")
 
 
-INTERVAL_CLASS_KINDS = ("none", "host_bound", "host_bound_size")
+INTERVAL_CLASS_KINDS = ("none", "host_bound")
 """How calibration rows are grouped, each group with a conformal width of its own (``interval_classes``; Mondrian
 conformal prediction, Vovk, Gammerman and Shafer 2005, "Algorithmic learning in a random world", §4.5): ``none``, one
-group; ``host_bound``, the target job's busy fraction below ``constants.HOST_BOUND_BUSY`` or not;
-``host_bound_size``, as ``host_bound``, and within each class one width per set size trained on for the target
-jobs the model was not trained on (``size_log_widths``)."""
+group; ``host_bound``, the target job's busy fraction below ``constants.HOST_BOUND_BUSY`` or not."""
 
 INTERVAL_CLASS_NAMES = ("saturating", "host_bound")
 """The classes of ``host_bound`` (index = :func:`interval_class`'s code), as a manifest names their widths."""
@@ -129,25 +127,9 @@ def interval_class(X: np.ndarray, kind: str) -> np.ndarray:
     under ``host_bound`` (a missing busy fraction counts as saturating), else 0."""
     if kind == "none":
         return np.zeros(len(X), dtype=np.intp)
-    if kind in ("host_bound", "host_bound_size"):
+    if kind == "host_bound":
         return is_host_bound(X[:, _T_BUSY]).astype(np.intp)
     raise ValueError(f"unknown interval classes {kind!r} (one of {', '.join(INTERVAL_CLASS_KINDS)})")
-
-
-def size_log_widths(scores: np.ndarray, cls: np.ndarray, n_jobs: np.ndarray, max_set_size: int,
-                    class_widths: Sequence[float]) -> tuple[tuple[float, ...], ...]:
-    """The conformal width of each (class, set size 2..``max_set_size``) of calibration ``scores`` (class codes
-    ``cls``, set sizes ``n_jobs``): a cell of fewer than ``MIN_CLASS_CALIBRATION_ROWS`` rows takes its class's width
-    (``class_widths``). An unseen job's error grows with its co-runners (its own bias meets more of them), which one
-    width per class pools away: it covers pairs above the level and larger sets below it."""
-    out = []
-    for k, w_class in enumerate(class_widths):
-        row = []
-        for n in range(2, max(int(max_set_size), 2) + 1):
-            cell = scores[(cls == k) & (n_jobs == n)]
-            row.append(conformal_quantile(cell) if len(cell) >= MIN_CLASS_CALIBRATION_ROWS else float(w_class))
-        out.append(tuple(row))
-    return tuple(out)
 
 
 def conformal_quantile(scores: np.ndarray, coverage: float = INTERVAL_COVERAGE) -> float:
@@ -428,13 +410,10 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         measured = s
         self.job_log_offsets_: dict[str, float] = {}
         self.job_width_factors_: dict[str, float] = {}
-        self.trained_jobs_: tuple[str, ...] = ()
-        if jobs is not None:
+        if jobs is not None and self.job_offset_weight_ > 0:
             jobs = np.asarray(jobs, dtype=object)
             if len(jobs) != len(s):
                 raise ValueError(f"{len(X)} feature rows but {len(jobs)} job names")
-            self.trained_jobs_ = tuple(sorted({str(j) for j in jobs}))
-        if jobs is not None and self.job_offset_weight_ > 0:
             folds_by = job_groups if job_groups is not None else groups
             b, rows_of = self._job_offsets(Xm, terms, s, c, jobs, np.asarray(folds_by) if folds_by is not None else jobs)
             self.job_log_offsets_ = {j: self.job_offset_weight_ * v for j, v in b.items()}
@@ -445,7 +424,6 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self.baseline_coefs_, r, self.point_ = self._fit_parts(Xm, terms, s, c)
         self.conformal_log_width_ = 0.0
         self.conformal_class_log_widths_: tuple[float, ...] = ()
-        self.conformal_size_log_widths_: tuple[tuple[float, ...], ...] = ()
         self.interval_ = None
         if not self.interval:
             return self
@@ -457,12 +435,11 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
             if len(np.unique(groups)) >= min(self.conformal_folds_, MIN_CALIBRATION_GROUPS):
                 folds, n_folds = self._group_folds(groups, self.conformal_folds_)
                 p_oof, rho = self._out_of_fold(Xm, terms, s, c, folds, n_folds), np.ones(len(s))
-                seen = np.zeros(len(s), bool)  # a held-out row whose job the fold trained on is served as a trained job's
-                if jobs is not None:
+                if self.job_log_offsets_:  # a held-out row whose job the fold trained on is served as a trained job's
+                    seen = np.zeros(len(s), bool)
                     for k in range(n_folds):
                         te = folds == k
                         seen[te] = np.isin(jobs[te], jobs[~te])
-                if self.job_log_offsets_:
                     p_oof = np.where(seen, corrected(p_oof, self.job_factors(jobs)), p_oof)
                     rho = np.where(seen, self.job_width_factors(jobs), 1.0)
                 scores = np.abs(np.log(measured) - np.log(p_oof)) / (self._scale(X, p_oof) * rho)
@@ -472,9 +449,6 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
                     self.conformal_class_log_widths_ = tuple(
                         conformal_quantile(scores[cls == k]) if np.sum(cls == k) >= MIN_CLASS_CALIBRATION_ROWS
                         else self.conformal_log_width_ for k in range(len(INTERVAL_CLASS_NAMES)))
-                    if self.interval_classes_ == "host_bound_size":
-                        self.conformal_size_log_widths_ = size_log_widths(
-                            scores[~seen], cls[~seen], X[~seen, _N_JOBS], self.max_set_size_, self.conformal_class_log_widths_)
         return self
 
     # ------------------------------------------------------------------ predict
@@ -511,21 +485,14 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         c = np.asarray(getattr(self, "slowdown_exponents_", (0.0,) * len(INTERVAL_CLASS_NAMES)))[cls]
         return sigma * np.maximum(pred, 1e-12) ** c  # p̂^0 = 1 exactly
 
-    def _log_width(self, X: np.ndarray, pred: np.ndarray, unseen: np.ndarray | None = None) -> np.ndarray:
-        """Log half-width of each row's interval: its class's conformal width (or the pooled one; for a target job
-        the model was not trained on, ``unseen``, its class and set size's) times σ(x), given the rows' point
-        predictions ``pred``."""
+    def _log_width(self, X: np.ndarray, pred: np.ndarray) -> np.ndarray:
+        """Log half-width of each row's interval: its class's conformal width (or the pooled one) times σ(x), given
+        the rows' point predictions ``pred``."""
         widths = getattr(self, "conformal_class_log_widths_", ())
         if getattr(self, "interval_classes_", "none") == "none" or not widths:
             w = np.full(len(X), self.conformal_log_width_)
         else:
-            cls = interval_class(X, self.interval_classes_)
-            w = np.asarray(widths, float)[cls]
-            by_size = getattr(self, "conformal_size_log_widths_", ())
-            if by_size:
-                table = np.asarray(by_size, float)
-                n = np.clip(np.nan_to_num(X[:, _N_JOBS], nan=2.0), 2, table.shape[1] + 1).astype(np.intp) - 2
-                w = np.where(np.ones(len(X), bool) if unseen is None else unseen, table[cls, n], w)
+            w = np.asarray(widths, float)[interval_class(X, self.interval_classes_)]
         return w * self._scale(X, pred)
 
     def _point(self, Xm: np.ndarray, base: np.ndarray, t_busy: np.ndarray) -> np.ndarray:
@@ -587,12 +554,11 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         Xm = self._tree_rows(X)
         base = baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_, self.wait_gate_))
         p = self._point(Xm, base, X[:, _T_BUSY])
-        f, rho, unseen = 1.0, 1.0, None
+        f, rho = 1.0, 1.0
         if jobs is not None:
             f, rho = self._factors_of(jobs, len(X)), self.job_width_factors(jobs)
             p = corrected(p, f)
-            unseen = ~np.isin(np.asarray(jobs, dtype=object), np.asarray(getattr(self, "trained_jobs_", ()), dtype=object))
-        w = np.exp(self._log_width(X, p, unseen) * rho)
+        w = np.exp(self._log_width(X, p) * rho)
         iv = np.column_stack([p / w, p * w])
         if self.quantile_floor_:
             q = np.exp(np.asarray(_booster(self.interval_, len(X)).inplace_predict(Xm)).reshape(len(X), -1)) * (base * f)[:, None]

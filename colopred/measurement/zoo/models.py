@@ -592,6 +592,42 @@ class GraphSAGE(nn.Module):
         return self.layer2(torch.cat([h0, h1.mean(1)], -1))
 
 
+class GAT(nn.Module):
+    """Graph attention network (Veličković et al., 2018) for graph classification: node features projected to
+    ``heads`` x ``hidden``, ``layers`` rounds of multi-head attention over each node's in-edges and itself,
+    α_ij = softmax_j LeakyReLU(aᵀ[W h_i ‖ W h_j]) (slope 0.2), h_i ← ELU(Σ_j α_ij W h_j) with the heads concatenated,
+    the softmax per destination node by scatter (``scatter_reduce`` max, ``index_add_`` sums) over a directed edge
+    list, mean pooling per graph, one logit per graph. Same input as :class:`GIN`."""
+
+    def __init__(self, node_features=64, hidden=64, heads=4, layers=3):
+        super().__init__()
+        width = heads * hidden
+        self.inp = nn.Linear(node_features, width)
+        self.proj = nn.ModuleList([nn.Linear(width, width, bias=False) for _ in range(layers)])
+        self.att_src = nn.ParameterList([nn.Parameter(torch.randn(heads, hidden) * hidden ** -0.5) for _ in range(layers)])
+        self.att_dst = nn.ParameterList([nn.Parameter(torch.randn(heads, hidden) * hidden ** -0.5) for _ in range(layers)])
+        self.head = nn.Linear(width, 1)
+        self.node_features, self.heads, self.hidden = node_features, heads, hidden
+
+    def forward(self, x, edges, graph_of, n_graphs: int):
+        n = x.shape[0]
+        loops = torch.arange(n, device=x.device)
+        src, dst = torch.cat([edges[0], loops]), torch.cat([edges[1], loops])
+        h = self.inp(x)
+        for proj, a_src, a_dst in zip(self.proj, self.att_src, self.att_dst):
+            z = proj(h).view(n, self.heads, self.hidden)
+            logits = F.leaky_relu((z * a_src).sum(-1)[src] + (z * a_dst).sum(-1)[dst], 0.2)  # E x heads
+            peak = torch.full((n, self.heads), float("-inf"), dtype=logits.dtype, device=x.device)
+            peak = peak.scatter_reduce(0, dst.unsqueeze(1).expand_as(logits), logits, "amax")
+            w = (logits - peak[dst]).exp()
+            total = torch.zeros_like(peak).index_add_(0, dst, w)
+            msg = (w / total[dst]).unsqueeze(-1) * z[src]  # float32 under bf16 autocast (the attention vectors are)
+            h = F.elu(torch.zeros(n, self.heads, self.hidden, dtype=msg.dtype, device=x.device).index_add_(0, dst, msg).reshape(n, -1))
+        pooled = torch.zeros(n_graphs, h.shape[1], dtype=h.dtype, device=h.device).index_add_(0, graph_of, h)
+        counts = torch.bincount(graph_of, minlength=n_graphs).clamp_(min=1).unsqueeze(1)
+        return self.head(pooled / counts).squeeze(1)
+
+
 # --------------------------------------------------------------------------- point clouds
 def _conv1d_bn(cin, cout):
     return nn.Sequential(nn.Conv1d(cin, cout, 1, bias=False), nn.BatchNorm1d(cout), nn.ReLU(inplace=True))
@@ -643,6 +679,48 @@ class PointNet(nn.Module):
         a = self.feature_tnet(x)
         x = torch.bmm(a.transpose(1, 2), x)
         return self.head(self.mlp2(x).amax(2)), a
+
+
+def knn_edge_features(x, k: int):
+    """EdgeConv's input (Wang et al., 2019, eq. 8): for each of the P points of x (N x C x P), its ``k`` nearest
+    neighbours in feature space (itself included) by pairwise squared distance, as [x_i ‖ x_j − x_i], N x 2C x P x k."""
+    inner = torch.bmm(x.transpose(1, 2), x)  # N x P x P
+    sq = x.pow(2).sum(1)
+    idx = (2 * inner - sq.unsqueeze(2) - sq.unsqueeze(1)).topk(k, dim=-1).indices  # −distance: the nearest first
+    n, c, p = x.shape
+    flat = x.transpose(1, 2).reshape(n * p, c)
+    neighbours = flat[(idx + torch.arange(n, device=x.device).view(n, 1, 1) * p).reshape(-1)].view(n, p, k, c)
+    centre = x.transpose(1, 2).unsqueeze(2).expand(n, p, k, c)
+    return torch.cat([centre, neighbours - centre], dim=3).permute(0, 3, 1, 2).contiguous()
+
+
+class DGCNN(nn.Module):
+    """Dynamic graph CNN (Wang et al., 2019) classifier on N x 3 x P point clouds: four EdgeConv layers, each
+    rebuilding the k-nearest-neighbour graph in its input's feature space (:func:`knn_edge_features`), a shared
+    1x1 2-D convolution with batch norm and LeakyReLU (slope 0.2) on every edge and a max over the k neighbours; the
+    four layers' outputs concatenated into a 1x1 1-D convolution to ``embed`` channels, max and mean pooled over
+    points, and an MLP with dropout to class scores."""
+
+    def __init__(self, num_classes=40, widths=(64, 64, 128, 256), embed=1024, k=20, fc=(512, 256)):
+        super().__init__()
+        cin, convs = 3, []
+        for w in widths:
+            convs.append(nn.Sequential(nn.Conv2d(2 * cin, w, 1, bias=False), nn.BatchNorm2d(w), nn.LeakyReLU(0.2)))
+            cin = w
+        self.edge_convs = nn.ModuleList(convs)
+        self.embed = nn.Sequential(nn.Conv1d(sum(widths), embed, 1, bias=False), nn.BatchNorm1d(embed), nn.LeakyReLU(0.2))
+        self.head = nn.Sequential(nn.Linear(2 * embed, fc[0], bias=False), nn.BatchNorm1d(fc[0]), nn.LeakyReLU(0.2), nn.Dropout(0.5),
+                                  nn.Linear(fc[0], fc[1], bias=False), nn.BatchNorm1d(fc[1]), nn.LeakyReLU(0.2), nn.Dropout(0.5),
+                                  nn.Linear(fc[1], num_classes))
+        self.k, self.classes = k, num_classes
+
+    def forward(self, points):
+        x, outs = points, []
+        for conv in self.edge_convs:
+            x = conv(knn_edge_features(x, min(self.k, x.shape[2]))).amax(-1)
+            outs.append(x)
+        x = self.embed(torch.cat(outs, 1))
+        return self.head(torch.cat([x.amax(2), x.mean(2)], 1))
 
 
 # --------------------------------------------------------------------------- generative models

@@ -73,6 +73,8 @@ def _archs() -> dict[str, Arch]:
         Arch("graphsage", "neighbourhoods", tiny_or(lambda: m.GraphSAGE(), lambda: m.GraphSAGE(features=8, hidden=16, classes=4, fanouts=(3, 2)))),
         Arch("ppo_impala", "rollout", tiny_or(lambda: m.PPOImpala(), lambda: m.PPOImpala(actions=4, widths=(4, 8, 8), hidden=16, size=16))),
         Arch("gru_lm", "tokens", tiny_or(lambda: m.GRULanguageModel(), lambda: m.GRULanguageModel(vocab=128, d=32))),
+        Arch("dgcnn", "points", tiny_or(lambda: m.DGCNN(), lambda: m.DGCNN(4, (8, 8), 16, 4, (16, 8)))),
+        Arch("gat", "graph", tiny_or(lambda: m.GAT(), lambda: m.GAT(node_features=8, hidden=4, heads=2, layers=2))),
     ]
     return {a.name: a for a in archs}
 
@@ -94,13 +96,14 @@ ARCH_NAMES = (
     "mobilenet_v2", "shufflenet_v2", "gpt2_small", "transformer_seq2seq", "lstm_lm", "dlrm",
     "wide_deep", "unet", "gin", "squeezenet", "tcn_lm", "googlenet", "pointnet", "vae",
     "r3d_18", "nerf", "s4d_lm", "dqn", "pixelcnn", "deepspeech2", "graphsage", "ppo_impala", "gru_lm",
+    "dgcnn", "gat",
 )
 ARCH_FAMILY = {
     "gpt2_small": "transformer", "transformer_seq2seq": "transformer", "lstm_lm": "rnn", "dlrm": "recsys",
     "wide_deep": "recsys", "unet": "segmentation", "gin": "gnn", "tcn_lm": "tcn",
     "pointnet": "pointcloud", "vae": "generative", "r3d_18": "video", "nerf": "neural_field", "s4d_lm": "ssm",
     "dqn": "rl", "pixelcnn": "generative", "deepspeech2": "speech", "graphsage": "gnn", "ppo_impala": "rl",
-    "gru_lm": "rnn",
+    "gru_lm": "rnn", "dgcnn": "pointcloud", "gat": "gnn",
 }
 SEQ_LEN = {"gpt2_small": 256, "transformer_seq2seq": 128, "lstm_lm": 35, "tcn_lm": 128, "s4d_lm": 1024, "gru_lm": 70}
 PRECISIONS = ("fp32", "bf16")

@@ -14,11 +14,11 @@ from .registry import SEQ_LEN, JobSpec, architectures
 
 IMAGE_SIZE = 224
 TINY_IMAGE_SIZE = 64
-# Graph jobs (gin): molecule-sized graphs as in OGB's molhiv (about 26 atoms and 28 bonds each):
+# Graph jobs (gin, gat): molecule-sized graphs as in OGB's molhiv (about 26 atoms and 28 bonds each):
 # a chain of NODES_PER_GRAPH nodes plus CHORDS_PER_GRAPH random extra bonds, both directions.
 NODES_PER_GRAPH = 26
 CHORDS_PER_GRAPH = 3
-# Point-cloud jobs (pointnet): ModelNet40's usual 1,024 points per shape.
+# Point-cloud jobs (pointnet, dgcnn): ModelNet40's usual 1,024 points per shape.
 POINTS_PER_CLOUD = 1024
 TINY_POINTS_PER_CLOUD = 64
 # PointNet's weight on the feature transform's orthogonality penalty (Qi et al., 2017, section C).
@@ -236,6 +236,8 @@ def build(spec: JobSpec, device: str | torch.device = "cuda", *, tiny: bool = Fa
         next_batch = lambda: ((pts,), y)  # noqa: E731
 
         def loss(out, t):
+            if not isinstance(out, tuple):  # DGCNN: class scores alone
+                return F.cross_entropy(out.float(), t)
             scores, a = out
             eye = torch.eye(a.shape[1], device=a.device)
             ortho = (eye - torch.bmm(a, a.transpose(1, 2))).float().pow(2).sum((1, 2)).mean()
