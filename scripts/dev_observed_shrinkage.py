@@ -34,11 +34,11 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from colopred.constants import SLOWDOWN_FLOOR  # noqa: E402
 from colopred.io import atomic_file, write_csv_atomic, write_text_atomic  # noqa: E402
+from colopred.research.evaluation import covered  # noqa: E402
 from colopred.research.protocol import locked_architectures  # noqa: E402
 from colopred.research.report import md_table, shown_path  # noqa: E402
-from colopred.runtime.observed import interval_width_factor, offset_weight  # noqa: E402
+from colopred.runtime.observed import corrected, interval_width_factor, offset_weight  # noqa: E402
 
 GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, math.inf)
 KS = (1, 2, 4)
@@ -88,13 +88,13 @@ def corrected_scores(rows: pd.DataFrame, offsets: np.ndarray, prior_weight: floa
     f = np.exp(w * offsets[ok])  # rows x draws
     s = rows["slowdown"].to_numpy()[ok, None]
     pred = rows["pred"].to_numpy()[ok, None]
-    p = np.maximum(pred * f, SLOWDOWN_FLOOR)
+    p = corrected(pred, f)
     q = np.array([share[m] for m in rows["mode"].to_numpy()[ok]])[:, None] if share else None
     rho = 1.0 if q is None else interval_width_factor(w, k, q)
     lo = pred * f * (rows["lo"].to_numpy()[ok, None] / pred) ** rho
     hi = pred * f * (rows["hi"].to_numpy()[ok, None] / pred) ** rho
     return pd.DataFrame({"ape_pct": (100 * np.abs(p - s) / s).mean(axis=1),
-                         "covered_pct": (100 * ((s >= lo) & (s <= hi))).mean(axis=1)}, index=rows.index[ok])
+                         "covered_pct": (100 * covered(s, lo, hi)).mean(axis=1)}, index=rows.index[ok])
 
 
 def score_table(rows: pd.DataFrame, grid=GRID, ks=KS, draws: int = DRAWS, seed: int = SEED,

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from colopred.constants import HOST_BOUND_BUSY, INTERVAL_COVERAGE  # noqa: E402
 from colopred.io import write_csv_atomic, write_text_atomic  # noqa: E402
 from colopred.research.dataset import load_dataset  # noqa: E402
-from colopred.research.evaluation import evaluate_mode  # noqa: E402
+from colopred.research.evaluation import covered, evaluate_mode  # noqa: E402
 from colopred.research.protocol import is_locked, locked_architectures  # noqa: E402
 from colopred.research.report import md_table  # noqa: E402
 from colopred.runtime.estimator import INTERVAL_CLASS_NAMES  # noqa: E402
@@ -54,7 +54,7 @@ def cells(pred: pd.DataFrame) -> pd.DataFrame:
     ``pred``, ``lo``, ``hi``."""
     p = pred.dropna(subset=["pred"]).copy()
     p["cls"] = np.where(p["t_busy"] < HOST_BOUND_BUSY, "host_bound", "saturating")
-    p["covered"] = (p["slowdown"] >= p["lo"]) & (p["slowdown"] <= p["hi"])
+    p["covered"] = covered(p["slowdown"], p["lo"], p["hi"])
     p["cell"] = p["split"]
     rnd = p["split"] == "random"
     # quartiles of p̂ within each (c, mode, class) of the random split; the same rows fall in the same cells for

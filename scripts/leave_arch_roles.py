@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from colopred.io import write_csv_atomic, write_text_atomic  # noqa: E402
 from colopred.research.dataset import load_dataset  # noqa: E402
-from colopred.research.evaluation import calibration_groups, job_fit_args, new_model  # noqa: E402
+from colopred.research.evaluation import calibration_groups, covered, job_fit_args, new_model  # noqa: E402
 from colopred.research.report import md_table  # noqa: E402
 from colopred.runtime.features import FEATURES  # noqa: E402
 
@@ -60,7 +60,7 @@ def role_rows(df: pd.DataFrame, mode: str, source: str = "ncu", timeline: bool =
                                  "slowdown": s[te], "pred": p, "lo": iv[:, 0], "hi": iv[:, 1],
                                  "error_pct": 100 * (p - s[te]) / s[te],
                                  "ape_pct": 100 * np.abs(p - s[te]) / s[te],
-                                 "covered": (s[te] >= iv[:, 0]) & (s[te] <= iv[:, 1])}))
+                                 "covered": covered(s[te], iv[:, 0], iv[:, 1])}))
     return pd.concat(out, ignore_index=True)
 
 

@@ -68,6 +68,12 @@ def partner_rank_corr(df: pd.DataFrame, pred: np.ndarray) -> float:
     return float(np.mean(cors)) if cors else float("nan")
 
 
+def covered(slowdown, lo, hi):
+    """Whether each measured slowdown lies in its interval, lo ≤ slowdown ≤ hi (arrays or Series alike): the one
+    definition every coverage figure counts."""
+    return (slowdown >= lo) & (slowdown <= hi)
+
+
 def metrics(df: pd.DataFrame, pred: np.ndarray, interval: np.ndarray | None = None) -> dict[str, float]:
     s = df["slowdown"].to_numpy()
     sl = set_level(df, pred)
@@ -80,7 +86,7 @@ def metrics(df: pd.DataFrame, pred: np.ndarray, interval: np.ndarray | None = No
         "partner_rank_corr": partner_rank_corr(df, pred),
     }
     if interval is not None:
-        m["interval_coverage_pct"] = float(np.mean((s >= interval[:, 0]) & (s <= interval[:, 1])) * 100)
+        m["interval_coverage_pct"] = float(np.mean(covered(s, interval[:, 0], interval[:, 1])) * 100)
     return m
 
 
@@ -92,14 +98,14 @@ below ``constants.HOST_BOUND_BUSY``, the interval's own classes)."""
 def coverage_by_class(pred: pd.DataFrame) -> pd.DataFrame:
     """Coverage % of the interval ``lo``–``hi`` of :func:`evaluate_mode`'s predictions, per ``mode`` (where the table
     has one), split and :data:`JOB_CLASSES` class, with the number of rows."""
-    covered = (pred["slowdown"] >= pred["lo"]) & (pred["slowdown"] <= pred["hi"])
+    inside = covered(pred["slowdown"], pred["lo"], pred["hi"])
     host_bound = pred["t_busy"] < HOST_BOUND_BUSY
     keys = [k for k in ("mode", "split") if k in pred.columns]
     rows = []
     for key, idx in pred.groupby(keys, sort=False).groups.items():
         key = key if isinstance(key, tuple) else (key,)
         for label, hb in JOB_CLASSES.items():
-            sel = covered.loc[idx] if hb is None else covered.loc[idx][host_bound.loc[idx] == hb]
+            sel = inside.loc[idx] if hb is None else inside.loc[idx][host_bound.loc[idx] == hb]
             rows.append({**dict(zip(keys, key)), "jobs": label, "rows": len(sel),
                          "coverage_pct": 100 * float(sel.mean()) if len(sel) else float("nan")})
     return pd.DataFrame(rows)
@@ -238,7 +244,7 @@ def evaluate_mode(df: pd.DataFrame, params: dict | None = None, log: Callable[[s
         folds = 0
         pred_all: dict[str, np.ndarray] = {}
         iv_all = np.full((len(df), 2), np.nan)
-        covered = np.zeros(len(df), bool)
+        tested = np.zeros(len(df), bool)
         for _, tr, te in splits(df, kind):
             if len(tr) == 0 or len(te) == 0:  # a split that leaves nothing to train on or test (a tiny dataset)
                 continue
@@ -246,7 +252,7 @@ def evaluate_mode(df: pd.DataFrame, params: dict | None = None, log: Callable[[s
                 X[tr], s[tr], groups=calibration_groups(df, kind)[tr], **job_fit_args(df.iloc[tr]))
             pred_all.setdefault("colopred (XGBoost)", np.full(len(df), np.nan))[te], iv_all[te] = m.predict_with_interval(
                 X[te], jobs=jobs[te])
-            covered[te] = True
+            tested[te] = True
             folds += 1
             if not baselines:
                 continue
@@ -256,14 +262,14 @@ def evaluate_mode(df: pd.DataFrame, params: dict | None = None, log: Callable[[s
             for name, f in FIXED_BASELINES.items():
                 pred_all.setdefault(name, np.full(len(df), np.nan))[te] = f(df.iloc[te])
         log(f"  {mode} {kind}: {folds} fold(s), {time.monotonic() - t0:.0f} s")
-        if not covered.any():
+        if not tested.any():
             continue
-        sub = df[covered]
+        sub = df[tested]
         for name, p in pred_all.items():
-            met = metrics(sub, p[covered], iv_all[covered] if name.startswith("colopred") else None)
+            met = metrics(sub, p[tested], iv_all[tested] if name.startswith("colopred") else None)
             rows.append({"split": kind, "method": name, **met})
-        preds.append(sub.assign(split=kind, pred=pred_all["colopred (XGBoost)"][covered],
-                                lo=iv_all[covered, 0], hi=iv_all[covered, 1]))
+        preds.append(sub.assign(split=kind, pred=pred_all["colopred (XGBoost)"][tested],
+                                lo=iv_all[tested, 0], hi=iv_all[tested, 1]))
     return pd.DataFrame(rows), pd.concat(preds, ignore_index=True) if preds else pd.DataFrame()
 
 

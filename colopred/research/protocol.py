@@ -37,7 +37,7 @@ from ..errors import InputError
 from ..runtime.features import FEATURES
 from .baselines import ContentionBaseline, LinearBaseline
 from .dataset import Dataset
-from .evaluation import SPLITS, evaluate_mode, job_fit_args, metrics, new_model
+from .evaluation import SPLITS, covered, evaluate_mode, job_fit_args, metrics, new_model
 
 LOCKED_SPLIT_FILE = "locked_split.json"
 LOCKED_KINDS = {
@@ -87,11 +87,11 @@ def coverage_spread(preds: pd.DataFrame, n_archs: int, draws: int = SPREAD_DRAWS
     without replacement, ``draws`` times, from those of ``preds`` (one split's predictions: ``arch``, ``slowdown``,
     ``lo``, ``hi``); NaN with fewer than ``n_archs`` + 1 architectures."""
     p = preds.dropna(subset=["lo", "hi"])
-    covered = ((p["slowdown"] >= p["lo"]) & (p["slowdown"] <= p["hi"])).to_numpy()
+    inside = covered(p["slowdown"], p["lo"], p["hi"]).to_numpy()
     codes, archs = pd.factorize(p["arch"])
     if n_archs < 1 or len(archs) <= n_archs:
         return float("nan")
-    hits = np.bincount(codes, weights=covered, minlength=len(archs))
+    hits = np.bincount(codes, weights=inside, minlength=len(archs))
     rows = np.bincount(codes, minlength=len(archs)).astype(float)
     rng = np.random.default_rng(seed)
     pick = np.argsort(rng.random((draws, len(archs))), axis=1)[:, :n_archs]
