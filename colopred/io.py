@@ -77,9 +77,14 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
 
 
 def write_csv_atomic(df, path: str | os.PathLike, **to_csv) -> Path:
-    """``df.to_csv(path, **to_csv)``, atomically (:func:`atomic_file`)."""
-    with atomic_file(path) as f:
-        df.to_csv(f, **to_csv)
+    """``df.to_csv(path, **to_csv)``, atomically (:func:`atomic_file`); a ``path`` ending in ``.gz`` is gzipped, with
+    no time stamp in its header, so that the same table gives the same bytes."""
+    if str(path).endswith(".gz"):
+        with atomic_file(path, "wb") as f:
+            df.to_csv(f, compression={"method": "gzip", "mtime": 0}, **to_csv)
+    else:
+        with atomic_file(path) as f:
+            df.to_csv(f, **to_csv)
     return Path(path)
 
 

@@ -1,36 +1,8 @@
 #!/usr/bin/env python3
-"""Choose ``constants.INTERVAL_SIZE_EXPONENTS`` on the development architectures only: how much wider the interval of a
-set larger than any in training is, per profile source (``--profiles``), mode and class of target job (docs/model.md,
-"Intervals").
-
-The ``beyond_size`` scale widens the conformal half-width of a set of n jobs, from a model whose largest training set
-had m, by ((n − 1)/(m − 1))^a. One a for every job (0.5) left saturating time-sliced jobs in triples from a model of
-pairs covered 75–77% and host-bound ones 96–99% (``reports/h100/intervals``): the error a set's extra co-runners add
-differs by mode and class. Calibration rows are all of sizes ≤ m, where the scale is 1, so a does not change the
-calibrated widths: the development predictions of the two extrapolating splits (pairs → triples, pairs and triples →
-four-job sets; ``evaluation.evaluate_mode`` on the sets without a locked architecture) are made once, and each a's
-coverage is computed from them (the interval is symmetric in log, half-width w·σ).
-
-**Rule, fixed before the first run**: per (mode, class), the rows of both splits pooled; an a replaces 0.5 only if it
-brings the coverage closer to 90% by more than one binomial standard error of that coverage (100·√(0.09/rows)
-points); among those, the closest wins (ties: the smaller a).
-
-**Which growth** (both computed from the same predictions, per profile source): ``beyond_size`` counts the
-co-runners beyond the trained size, ((n − 1)/(m − 1))^a; ``beyond_load`` their summed busy fraction B,
-max(1, B/(m − 1))^a. A host-bound
-MPS job beside two saturating co-runners erred most in triples from pairs, beside host-bound ones least (development
-rows, a = 0.25 by count: 84% and 100% covered), which a count of co-runners cannot tell apart. The design was proposed
-after that look at the ncu development rows, with its rule: each design takes its a's by the rule above, and
-``beyond_load`` replaces ``beyond_size`` if its objective is lower — the row-weighted mean |coverage − 90| over the
-cells (mode, class, split, number of saturating co-runners: busy ≥ ``HOST_BOUND_BUSY``), the unevenness a pooled
-coverage hides.
-
-**Hysteresis** (fixed before the MPS relabel chunks 21–23 were looked at): the two growths' objectives differed by
-0.1–0.6 points and the winner flipped with nearly every batch of relabelled sets, each flip moving every interval of
-larger sets. The growth in use (``constants.INTERVAL_SCALE_OF_SOURCE``) now stays unless the other's objective is
-lower by more than one bootstrap standard error of the difference (``BOOTSTRAP_DRAWS`` draws of the development sets
-with replacement, each design at its chosen a's, seed ``BOOTSTRAP_SEED``) — the same one-standard-error bar the a's
-clear.
+"""Choose ``constants.INTERVAL_SIZE_EXPONENTS`` and the growth in use (``constants.INTERVAL_SCALE_OF_SOURCE``) on the
+development architectures only (the sets without a locked architecture): how much wider the interval of a set larger
+than any in training is, per profile source (``--profiles``), mode and class of target job (docs/model.md,
+"Intervals"). The design and the rules, fixed before their first run: ``colopred.research.interval_rules.size_exponent``.
 
   PYTHONPATH=. python scripts/dev_size_exponent.py [--data datasets/h100] [--profiles ncu] [--out FOLDER]
 
@@ -44,151 +16,38 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from colopred.constants import (  # noqa: E402
-    HOST_BOUND_BUSY,
-    INTERVAL_COVERAGE,
-    INTERVAL_SCALE_OF_SOURCE,
-    INTERVAL_SIZE_EXPONENT,
-)
+from colopred.constants import INTERVAL_SCALE_OF_SOURCE  # noqa: E402
 from colopred.io import write_csv_atomic, write_text_atomic  # noqa: E402
 from colopred.research.dataset import load_dataset  # noqa: E402
-from colopred.research.evaluation import evaluate_mode  # noqa: E402
+from colopred.research.interval_rules.size_exponent import (  # noqa: E402
+    SCALES,
+    cell_coverage,
+    choose,
+    choose_scale,
+    coverage_by_exponent,
+    design_objective,
+    objective_difference_se,
+    predictions,
+)
 from colopred.research.protocol import is_locked, locked_architectures  # noqa: E402
 from colopred.research.report import md_table  # noqa: E402
-from colopred.runtime.estimator import INTERVAL_CLASS_NAMES  # noqa: E402
 
-GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
-SCALES = ("beyond_size", "beyond_load")
 MODES = ("timeslice", "mps")
-TRAINED_UP_TO = {"pairs->triples": 2, "pairs+triples->quads": 3}  # the largest set size each split trains on
-BOOTSTRAP_DRAWS = 1000  # draws of the development sets for the SE of the objectives' difference (its SE within ~3%)
-BOOTSTRAP_SEED = 0
 
 
 def dev_predictions(ds, log=print) -> pd.DataFrame:
-    """The development rows' out-of-sample predictions and intervals (``beyond_size``, a = ``INTERVAL_SIZE_EXPONENT``
-    for every job) on the extrapolating splits."""
+    """The development rows' predictions the rules score (``size_exponent.predictions``, the shipped slowdown scale)."""
     locked = locked_architectures(ds.root)
-    out = []
+    dev = {}
     for mode in MODES:
         df = ds.for_mode(mode)
-        dev = df[~is_locked(df, locked)].reset_index(drop=True)
-        _, p = evaluate_mode(dev, source=ds.profile_source, kinds=tuple(TRAINED_UP_TO), baselines=False,
-                             timeline=ds.timeline, log=log,
-                             model_kw={"size_exponents": dict.fromkeys(INTERVAL_CLASS_NAMES, INTERVAL_SIZE_EXPONENT),
-                                       "interval_scale": "beyond_size"})
-        out.append(p.assign(mode=mode))
-    return pd.concat(out, ignore_index=True)
-
-
-def growth_ratio(pred: pd.DataFrame, scale: str) -> np.ndarray:
-    """The base of each row's growth: (n − 1)/(m − 1) (``beyond_size``) or B/(m − 1) (``beyond_load``), at least 1."""
-    m = pred["split"].map(TRAINED_UP_TO).to_numpy(float)
-    co = pred["n_jobs"].to_numpy(float) - 1 if scale == "beyond_size" else np.nan_to_num(pred["co_sum_busy"].to_numpy(float))
-    return np.maximum(co / (m - 1), 1.0)
-
-
-def _frame(pred: pd.DataFrame, a0: float) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
-    """(calibrated half-width w of each row, |log error|, the rows' labels: mode, split, class, saturating co-runners)
-    from predictions made with ``beyond_size`` at exponent ``a0``: w·σ = log(hi / pred)."""
-    w = np.log(pred["hi"].to_numpy() / pred["pred"].to_numpy()) / growth_ratio(pred, "beyond_size") ** a0
-    err = np.abs(np.log(pred["slowdown"].to_numpy() / pred["pred"].to_numpy()))
-    saturating = (pred["t_busy"] >= HOST_BOUND_BUSY).astype(int)
-    co_sat = saturating.groupby(pred["window_id"]).transform("sum") - saturating
-    labels = pd.DataFrame({"mode": pred["mode"], "split": pred["split"], "co_saturating": co_sat,
-                           "jobs": np.where(saturating == 1, "saturating", "host-bound")})
-    return w, err, labels
-
-
-def coverage_by_exponent(pred: pd.DataFrame, a0: float = INTERVAL_SIZE_EXPONENT) -> pd.DataFrame:
-    """Coverage % of every (scale, mode, class, a) over the pooled rows of both splits, and per split, from predictions
-    made with ``beyond_size`` at exponent ``a0``."""
-    w, err, labels = _frame(pred, a0)
-    rows = []
-    for scale in SCALES:
-        ratio = growth_ratio(pred, scale)
-        for a in GRID:
-            frame = labels.assign(covered=err <= w * ratio ** a)
-            for split_label, f in (("both", frame), *((k, frame[frame["split"] == k]) for k in TRAINED_UP_TO)):
-                g = f.groupby(["mode", "jobs"], sort=False)["covered"].agg(["mean", "count"]).reset_index()
-                rows += [{"scale": scale, "mode": r["mode"], "jobs": r["jobs"], "split": split_label, "a": a,
-                          "rows": int(r["count"]), "coverage_pct": 100 * r["mean"]} for _, r in g.iterrows()]
-    return pd.DataFrame(rows)
-
-
-def cell_coverage(pred: pd.DataFrame, chosen: dict[str, dict[str, dict[str, float]]],
-                  a0: float = INTERVAL_SIZE_EXPONENT) -> pd.DataFrame:
-    """Coverage % of each design at its chosen a's in the cells of the design rule (module doc)."""
-    w, err, labels = _frame(pred, a0)
-    cls = np.where(labels["jobs"] == "host-bound", "host_bound", "saturating")
-    out = []
-    for scale in SCALES:
-        a = np.array([chosen[scale][m][c] for m, c in zip(labels["mode"], cls)])
-        f = labels.assign(covered=err <= w * growth_ratio(pred, scale) ** a)
-        g = f.groupby(["mode", "jobs", "split", "co_saturating"])["covered"].agg(["mean", "count"]).reset_index()
-        out.append(g.rename(columns={"mean": "coverage_pct", "count": "rows"}).assign(scale=scale, coverage_pct=lambda d: 100 * d["coverage_pct"]))
-    return pd.concat(out, ignore_index=True)
-
-
-def design_objective(cells: pd.DataFrame) -> pd.Series:
-    """Row-weighted mean |coverage − 90| over each design's cells."""
-    miss = (cells["coverage_pct"] - 100 * INTERVAL_COVERAGE).abs()
-    return (miss * cells["rows"]).groupby(cells["scale"]).sum() / cells.groupby("scale")["rows"].sum()
-
-
-def objective_difference_se(pred: pd.DataFrame, chosen: dict[str, dict[str, dict[str, float]]],
-                             a0: float = INTERVAL_SIZE_EXPONENT, draws: int = BOOTSTRAP_DRAWS,
-                             seed: int = BOOTSTRAP_SEED) -> float:
-    """Bootstrap standard error of ``design_objective`` of ``beyond_load`` minus that of ``beyond_size`` (each at its
-    chosen a's): the development sets (``window_id``: a set's rows stay together) drawn with replacement."""
-    w, err, labels = _frame(pred, a0)
-    cls = np.where(labels["jobs"] == "host-bound", "host_bound", "saturating")
-    cell = labels.groupby(["mode", "jobs", "split", "co_saturating"], sort=False).ngroup().to_numpy()
-    covered = {}
-    for scale in SCALES:
-        a = np.array([chosen[scale][m][c] for m, c in zip(labels["mode"], cls)])
-        covered[scale] = (err <= w * growth_ratio(pred, scale) ** a).astype(float)
-    sets, row_set = np.unique(pred["window_id"].to_numpy(), return_inverse=True)
-    rng = np.random.default_rng(seed)
-    target = 100 * INTERVAL_COVERAGE
-    diffs = np.empty(draws)
-    for i in range(draws):
-        weight = np.bincount(rng.integers(0, len(sets), len(sets)), minlength=len(sets))[row_set].astype(float)
-        rows = np.bincount(cell, weight)
-        objective = {}
-        for scale in SCALES:
-            hit = np.bincount(cell, weight * covered[scale])
-            ok = rows > 0
-            objective[scale] = (rows[ok] * np.abs(100 * hit[ok] / rows[ok] - target)).sum() / rows[ok].sum()
-        diffs[i] = objective["beyond_load"] - objective["beyond_size"]
-    return float(diffs.std(ddof=1))
-
-
-def choose_scale(objective: pd.Series, se: float, incumbent: str) -> str:
-    """The hysteresis rule (module doc): the other growth replaces ``incumbent`` only if its objective is lower by
-    more than ``se``."""
-    other = next(s for s in SCALES if s != incumbent)
-    return other if objective[other] < objective[incumbent] - se else incumbent
-
-
-def choose(cov: pd.DataFrame, a0: float = INTERVAL_SIZE_EXPONENT) -> dict[str, dict[str, dict[str, float]]]:
-    """The rule's a per (scale, mode, class) (module doc)."""
-    target = 100 * INTERVAL_COVERAGE
-    chosen: dict[str, dict[str, dict[str, float]]] = {}
-    both = cov[cov["split"] == "both"]
-    for (scale, mode, jobs), g in both.groupby(["scale", "mode", "jobs"], sort=False):
-        g = g.assign(miss=(g["coverage_pct"] - target).abs()).set_index("a")
-        se = 100 * np.sqrt(INTERVAL_COVERAGE * (1 - INTERVAL_COVERAGE) / g["rows"].iloc[0])
-        better = g[g["miss"] < g.loc[a0, "miss"] - se]
-        a = float(better.sort_values(["miss"], kind="stable").index[0]) if len(better) else a0
-        chosen.setdefault(scale, {}).setdefault(mode, {})["host_bound" if jobs == "host-bound" else "saturating"] = a
-    return chosen
+        dev[mode] = df[~is_locked(df, locked)].reset_index(drop=True)
+    return predictions(dev, source=ds.profile_source, timeline=ds.timeline, log=log)
 
 
 def main() -> int:
@@ -225,7 +84,7 @@ def main() -> int:
         write_text_atomic(out / "README.md",
             "# Interval width beyond the trained set size, chosen on the development architectures\n\n"
             f"`PYTHONPATH=. python scripts/dev_size_exponent.py --profiles {a.profiles} --out {a.out}` (data hash "
-            f"`{ds.data_hash}`). The script's docstring has the design and the rules. Coverage (%) of the 90% interval "
+            f"`{ds.data_hash}`). The design and the rules: `colopred/research/interval_rules/size_exponent.py`. Coverage (%) of the 90% interval "
             "on the development rows of the splits that predict sets larger than trained on, by the exponent a of "
             "each growth (`beyond_size`: ((n − 1)/(m − 1))^a; `beyond_load`: max(1, B/(m − 1))^a, B the co-runners' "
             "summed busy fraction), per mode and class of target job, both splits pooled (`both`) and each alone:\n\n"

@@ -561,7 +561,7 @@ def test_dev_size_exponent_recomputes_each_exponents_coverage_exactly(timeslice)
     error."""
     from colopred.constants import HOST_BOUND_BUSY, INTERVAL_SIZE_EXPONENT
 
-    dse = load_script("dev_size_exponent")
+    from colopred.research.interval_rules import size_exponent as dse
     pairs, triples = timeslice[timeslice["n_jobs"] == 2], timeslice[timeslice["n_jobs"] == 3]
     fit = {"groups": pairs["arch"]}
     half = SlowdownModel(mode="timeslice", size_exponents=dict.fromkeys(("saturating", "host_bound"), INTERVAL_SIZE_EXPONENT),

@@ -15,7 +15,7 @@ import pytest
 
 from colopred import constants as C
 from colopred.errors import InputError, SchemaError
-from colopred.io import atomic_file, check_output, write_text_atomic
+from colopred.io import atomic_file, check_output, write_csv_atomic, write_text_atomic
 from colopred.measurement.harness.campaign import (
     MAX_WINDOW_ATTEMPTS,
     Campaign,
@@ -271,6 +271,22 @@ def test_atomic_file_leaves_the_old_file_on_failure(tmp_path):
     with pytest.raises(InputError, match="is the input"):
         check_output(tmp_path / "." / "out.csv", f)
 
+
+
+def test_a_gz_table_is_written_gzipped_and_the_same_table_gives_the_same_bytes(tmp_path):
+    import gzip
+
+    import pandas as pd
+
+    df = pd.DataFrame({"job": ["resnet18-b64-fp32", "gpt2_small-b8-bf16"], "slowdown": [1.63, 1.33]})
+    f = write_csv_atomic(df, tmp_path / "t.csv.gz", index=False)
+    assert gzip.decompress(f.read_bytes()).decode() == df.to_csv(index=False)
+    pd.testing.assert_frame_equal(pd.read_csv(f), df)
+    first = f.read_bytes()
+    assert first[4:8] == bytes(4)  # no time stamp in the gzip header
+    assert write_csv_atomic(df, f, index=False).read_bytes() == first  # nor the temporary file's name
+    assert write_csv_atomic(df, tmp_path / "t.csv", index=False).read_text() == df.to_csv(index=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv", "t.csv.gz"]
 
 def _predictions(path, X):
     return Predictor.load(path).model.predict_with_interval(X)

@@ -1,11 +1,9 @@
-"""The rule of scripts/dev_slowdown_scale.py (which per-row slowdown scale of the interval each class takes)."""
+"""The rule of interval_rules.slowdown_scale (which per-row slowdown scale of the interval each class takes)."""
 
 import numpy as np
 import pandas as pd
 
-from .conftest import load_script
-
-study = load_script("dev_slowdown_scale")
+from colopred.research.interval_rules import slowdown_scale as study
 
 
 def _predictions(widths: dict[float, float], mode="mps", busy=1.0, n=400, seed=0):

@@ -1,0 +1,5 @@
+"""The rules that choose the interval's constants on development rows, one module per rule: ``slowdown_scale`` (the
+per-row scale p̂^c, ``constants.INTERVAL_SLOWDOWN_EXPONENTS``) and ``size_exponent`` (the growth beyond the trained
+set sizes and its exponents a, ``constants.INTERVAL_SCALE_OF_SOURCE`` and ``INTERVAL_SIZE_EXPONENTS``). The scripts
+``dev_slowdown_scale.py`` and ``dev_size_exponent.py`` run them on the locked split's development architectures, and
+``colopred.research.nested`` on each outer fold's complement."""
