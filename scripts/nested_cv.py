@@ -68,18 +68,17 @@ def run_fold(ds, k: int, fold: list[str], folder: Path, log) -> pd.DataFrame:
 
 
 def by_fold_table(pred: pd.DataFrame, folder: Path, folds: list[list[str]]) -> pd.DataFrame:
+    """Each fold's figures (``nested.summary``'s) beside the constants its rules chose."""
     rows = []
     for k, fold in enumerate(folds):
         const = json.loads((folder / f"fold{k}.json").read_text())["constants"]
-        for (mode, kind, training), g in pred[pred["fold"] == k].groupby(["mode", "split", "training"], sort=False):
-            c, a = const[mode]["slowdown_exponents"], const[mode]["size_exponents"]
-            rows.append({"fold": k, "architectures": " ".join(fold), "mode": mode, "split": kind, "training": training, "rows": len(g),
+        for r in summary(pred[pred["fold"] == k]).to_dict("records"):
+            c, a = const[r["mode"]]["slowdown_exponents"], const[r["mode"]]["size_exponents"]
+            rows.append({"fold": k, "architectures": " ".join(fold), **{x: r[x] for x in ("mode", "split", "training", "rows")},
                          "c saturating / host-bound": f"{c['saturating']:g} / {c['host_bound']:g}",
-                         "growth": const[mode]["interval_scale"],
+                         "growth": const[r["mode"]]["interval_scale"],
                          "a saturating / host-bound": f"{a['saturating']:g} / {a['host_bound']:g}",
-                         "slowdown_mape_pct": 100 * float(((g["pred"] - g["slowdown"]).abs() / g["slowdown"]).mean()),
-                         "coverage_pct": 100 * float(covered(g["slowdown"], g["lo"], g["hi"]).mean()),
-                         "coverage_shipped_constants_pct": 100 * float(covered(g["slowdown"], g["lo_shipped"], g["hi_shipped"]).mean())})
+                         **{x: r[x] for x in ("slowdown_mape_pct", "coverage_pct", "coverage_shipped_constants_pct")}})
     return pd.DataFrame(rows)
 
 

@@ -33,13 +33,13 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..constants import HOST_BOUND_BUSY, INTERVAL_SCALE_OF_SOURCE, INTERVAL_SIZE_EXPONENT
+from ..constants import INTERVAL_SCALE_OF_SOURCE, INTERVAL_SIZE_EXPONENT
 from ..measurement.zoo.registry import ARCH_FAMILY
 from ..runtime.estimator import INTERVAL_CLASS_NAMES
 from ..runtime.features import FEATURES
 from .dataset import Dataset
 from .evaluation import covered, job_fit_args, new_model
-from .interval_rules import size_exponent, slowdown_scale
+from .interval_rules import size_exponent, slowdown_scale, target_class
 from .protocol import LOCKED_KINDS, is_locked
 
 OUTER_FOLDS = 6
@@ -72,11 +72,6 @@ def outer_folds(archs: Sequence[str], locked: Sequence[str], folds: int = OUTER_
     return [sorted(f) for f in out]
 
 
-def _cls(t_busy: pd.Series) -> np.ndarray:
-    """Each row's class of target job (``INTERVAL_CLASSES``): host-bound below ``HOST_BOUND_BUSY``, else saturating."""
-    return np.where(t_busy.to_numpy() < HOST_BOUND_BUSY, "host_bound", "saturating")
-
-
 def choose_constants(dev_by_mode: Mapping[str, pd.DataFrame], source: str = "ncu", timeline: bool = True,
                      log: Callable[[str], None] = lambda s: None) -> dict[str, dict]:
     """The interval's constants of each mode chosen on ``dev_by_mode`` (one mode's development rows each) by the rules
@@ -89,7 +84,7 @@ def choose_constants(dev_by_mode: Mapping[str, pd.DataFrame], source: str = "ncu
     c_of, _ = slowdown_scale.choose(slowdown_scale.cells(pred))
     # a class's c changes only its own scores and widths (one conformal width per class), so a row of the run at its
     # class's chosen c is the row of a model with both chosen c's
-    chosen_c = np.array([c_of[m][k] for m, k in zip(pred["mode"], _cls(pred["t_busy"]))])
+    chosen_c = np.array([c_of[m][k] for m, k in zip(pred["mode"], target_class(pred["t_busy"]))])
     ext = pred[(pred["split"] != "random") & (pred["c"].to_numpy() == chosen_c)].reset_index(drop=True)
     cov = size_exponent.coverage_by_exponent(ext)
     a_of = size_exponent.choose(cov)
@@ -169,7 +164,7 @@ def summary(pred: pd.DataFrame) -> pd.DataFrame:
     each class of target job."""
     rows = []
     for (mode, kind, training), g in pred.groupby(["mode", "split", "training"], sort=False):
-        cls = _cls(g["t_busy"])
+        cls = target_class(g["t_busy"])
         inside = covered(g["slowdown"], g["lo"], g["hi"]).to_numpy()
         rows.append({
             "mode": mode, "split": kind, "training": training, "rows": len(g), "architectures": g["arch"].nunique(),

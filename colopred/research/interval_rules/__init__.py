@@ -3,3 +3,13 @@ per-row scale p̂^c, ``constants.INTERVAL_SLOWDOWN_EXPONENTS``) and ``size_expon
 set sizes and its exponents a, ``constants.INTERVAL_SCALE_OF_SOURCE`` and ``INTERVAL_SIZE_EXPONENTS``). The scripts
 ``dev_slowdown_scale.py`` and ``dev_size_exponent.py`` run them on the locked split's development architectures, and
 ``colopred.research.nested`` on each outer fold's complement."""
+
+import numpy as np
+
+from ...runtime.estimator import INTERVAL_CLASS_NAMES, is_host_bound
+
+
+def target_class(t_busy) -> np.ndarray:
+    """Each row's class of target job as the interval's widths name it (``INTERVAL_CLASS_NAMES``): host_bound below
+    ``constants.HOST_BOUND_BUSY`` (``estimator.is_host_bound``), else saturating."""
+    return np.asarray(INTERVAL_CLASS_NAMES)[is_host_bound(t_busy).astype(int)]

@@ -77,6 +77,15 @@ def _frame(pred: pd.DataFrame, a0: float) -> tuple[np.ndarray, np.ndarray, pd.Da
     return w, err, labels
 
 
+def _covered_at(pred: pd.DataFrame, chosen: Mapping[str, Mapping[str, float]], scale: str, w: np.ndarray,
+                err: np.ndarray, labels: pd.DataFrame) -> np.ndarray:
+    """Whether each row's |log error| ``err`` lies within its half-width ``w`` grown by ``scale`` at the a of its mode
+    and class in ``chosen`` (``{mode: {class: a}}``); ``w``, ``err`` and ``labels`` from :func:`_frame`."""
+    cls = np.where(labels["jobs"] == "host-bound", "host_bound", "saturating")
+    a = np.array([chosen[m][c] for m, c in zip(labels["mode"], cls)])
+    return err <= w * growth_ratio(pred, scale) ** a
+
+
 def coverage_by_exponent(pred: pd.DataFrame, a0: float = INTERVAL_SIZE_EXPONENT) -> pd.DataFrame:
     """Coverage % of every (scale, mode, class, a) over the pooled rows of both splits, and per split, from predictions
     made with ``beyond_size`` at exponent ``a0``."""
@@ -97,11 +106,9 @@ def cell_coverage(pred: pd.DataFrame, chosen: dict[str, dict[str, dict[str, floa
                   a0: float = INTERVAL_SIZE_EXPONENT) -> pd.DataFrame:
     """Coverage % of each design at its chosen a's in the cells of the design rule (module doc)."""
     w, err, labels = _frame(pred, a0)
-    cls = np.where(labels["jobs"] == "host-bound", "host_bound", "saturating")
     out = []
     for scale in SCALES:
-        a = np.array([chosen[scale][m][c] for m, c in zip(labels["mode"], cls)])
-        f = labels.assign(covered=err <= w * growth_ratio(pred, scale) ** a)
+        f = labels.assign(covered=_covered_at(pred, chosen[scale], scale, w, err, labels))
         g = f.groupby(["mode", "jobs", "split", "co_saturating"])["covered"].agg(["mean", "count"]).reset_index()
         out.append(g.rename(columns={"mean": "coverage_pct", "count": "rows"}).assign(scale=scale, coverage_pct=lambda d: 100 * d["coverage_pct"]))
     return pd.concat(out, ignore_index=True)
@@ -119,12 +126,8 @@ def objective_difference_se(pred: pd.DataFrame, chosen: dict[str, dict[str, dict
     """Bootstrap standard error of ``design_objective`` of ``beyond_load`` minus that of ``beyond_size`` (each at its
     chosen a's): the development sets (``window_id``: a set's rows stay together) drawn with replacement."""
     w, err, labels = _frame(pred, a0)
-    cls = np.where(labels["jobs"] == "host-bound", "host_bound", "saturating")
     cell = labels.groupby(["mode", "jobs", "split", "co_saturating"], sort=False).ngroup().to_numpy()
-    covered = {}
-    for scale in SCALES:
-        a = np.array([chosen[scale][m][c] for m, c in zip(labels["mode"], cls)])
-        covered[scale] = (err <= w * growth_ratio(pred, scale) ** a).astype(float)
+    covered = {scale: _covered_at(pred, chosen[scale], scale, w, err, labels).astype(float) for scale in SCALES}
     sets, row_set = np.unique(pred["window_id"].to_numpy(), return_inverse=True)
     rng = np.random.default_rng(seed)
     target = 100 * INTERVAL_COVERAGE

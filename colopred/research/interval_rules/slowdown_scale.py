@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-import numpy as np
 import pandas as pd
 
-from ...constants import HOST_BOUND_BUSY, INTERVAL_COVERAGE
+from ...constants import INTERVAL_COVERAGE
 from ...runtime.estimator import INTERVAL_CLASS_NAMES
 from ..evaluation import covered, evaluate_mode
+from . import target_class
 
 GRID = (-1.0, -0.5, 0.0, 0.5, 1.0)
 SPLITS = ("random", "pairs->triples", "pairs+triples->quads")
@@ -53,7 +53,7 @@ def cells(pred: pd.DataFrame) -> pd.DataFrame:
     splits pooled. ``pred``: development predictions with ``c``, ``mode``, ``split``, ``t_busy``, ``slowdown``,
     ``pred``, ``lo``, ``hi``."""
     p = pred.dropna(subset=["pred"]).copy()
-    p["cls"] = np.where(p["t_busy"] < HOST_BOUND_BUSY, "host_bound", "saturating")
+    p["cls"] = target_class(p["t_busy"])
     p["covered"] = covered(p["slowdown"], p["lo"], p["hi"])
     p["cell"] = p["split"]
     rnd = p["split"] == "random"
