@@ -7,7 +7,7 @@ H100 dataset make that split's reported error slightly optimistic (``docs/model.
 
 Issue 23's protocol: ``datasets/h100/locked_split.json`` locks 5 of the 17 architectures it was drawn over (those
 added since are development ones). Constants chosen after it (the interval's: ``INTERVAL_SCALE``,
-``INTERVAL_SIZE_EXPONENT(S)``, ``INTERVAL_QUANTILE_FLOOR``, ``CONFORMAL_FOLDS``, ``INTERVAL_CLASSES``; the trees'
+``INTERVAL_SIZE_EXPONENT(S)``, ``INTERVAL_UNSEEN_WIDTHS``, ``INTERVAL_QUANTILE_FLOOR``, ``CONFORMAL_FOLDS``, ``INTERVAL_CLASSES``; the trees'
 ``TREE_TARGET_OFFSET``; the wait's ``MPS_WAIT_CROSS_SCALE``) were chosen on the development architectures only, and
 the report's "Honest protocol" section tests them once on the locked ones. Those chosen before it saw every architecture; ``scripts/dev_constants.py`` re-chooses each of them
 (``MPS_WAIT_BLOCK_EXPONENT``, ``MPS_WAIT_MIN_WAVES``, ``SHARE_EPS_US``, ``WAIT_BUSY_GATE_EXPONENT``, ``TREE_PARAMS``)
@@ -253,6 +253,19 @@ One a serves both extrapolation steps: at MPS saturating 0.25 the development tr
 and the four-job sets from pairs and triples 86.5%.
 With the queue load (``runtime.queueing``) a model trained on smaller sets no longer under-predicts larger ones
 under time-slicing, so its intervals need little growth."""
+
+INTERVAL_UNSEEN_WIDTHS = {
+    "ncu": {"timeslice": {"saturating": 1.95, "host_bound": 1.25}, "mps": {"saturating": 1.65, "host_bound": 1.2}},
+    "nvml": {"timeslice": {"saturating": 1.55, "host_bound": 1.45}, "mps": {"saturating": 1.2, "host_bound": 1.1}},
+}
+"""κ, the factor of the log half-width of a job the model was not trained on in a set larger than any it trained on,
+per profile source, mode and class of target job (``SlowdownModel(unseen_widths=...)``): such a job carries both its
+own error (what the conformal width is calibrated on) and the extrapolation's (what the growth a is calibrated on,
+for trained jobs). Chosen on the nested cross-validation's fold-out rows of the development folds, both extrapolating
+splits pooled (``scripts/dev_unseen_width.py [--profiles nvml]``, ``reports/h100/intervals/unseen_width``,
+``reports/h100-nvml/unseen_width``; rule in ``colopred.research.interval_rules.unseen_width``, data hash
+b6de822cea25d2b8, GPM 55df27af96087944). ncu: those rows were covered 74 / 69% (time-slicing triples from pairs /
+four-job sets from pairs and triples) and 84 / 78% (MPS) at κ = 1, 93 / 86% and 91 / 89% at these."""
 
 INTERVAL_SLOWDOWN_EXPONENTS = {
     "ncu": {"timeslice": {"saturating": -0.5, "host_bound": -1.0}, "mps": {"saturating": 0.5, "host_bound": 0.0}},

@@ -28,7 +28,14 @@ sys.path.insert(0, str(ROOT))
 from colopred.io import write_csv_atomic, write_text_atomic  # noqa: E402
 from colopred.research.dataset import load_dataset  # noqa: E402
 from colopred.research.evaluation import covered  # noqa: E402
-from colopred.research.nested import OUTER_FOLDS, choose_constants, fold_predictions, outer_folds, summary  # noqa: E402
+from colopred.research.nested import (  # noqa: E402
+    OUTER_FOLDS,
+    choose_constants,
+    fold_predictions,
+    outer_folds,
+    summary,
+    with_unseen_widths,
+)
 from colopred.research.protocol import is_locked, locked_architectures  # noqa: E402
 from colopred.research.report import md_table  # noqa: E402
 
@@ -67,8 +74,9 @@ def run_fold(ds, k: int, fold: list[str], folder: Path, log) -> pd.DataFrame:
     return pred
 
 
-def by_fold_table(pred: pd.DataFrame, folder: Path, folds: list[list[str]]) -> pd.DataFrame:
-    """Each fold's figures (``nested.summary``'s) beside the constants its rules chose."""
+def by_fold_table(pred: pd.DataFrame, folder: Path, folds: list[list[str]], kappa_of: dict) -> pd.DataFrame:
+    """Each fold's figures (``nested.summary``'s) beside the constants its rules chose (``kappa_of``: the unseen job's
+    width factor κ of each fold, ``nested.with_unseen_widths``)."""
     rows = []
     for k, fold in enumerate(folds):
         const = json.loads((folder / f"fold{k}.json").read_text())["constants"]
@@ -78,6 +86,8 @@ def by_fold_table(pred: pd.DataFrame, folder: Path, folds: list[list[str]]) -> p
                          "c saturating / host-bound": f"{c['saturating']:g} / {c['host_bound']:g}",
                          "growth": const[r["mode"]]["interval_scale"],
                          "a saturating / host-bound": f"{a['saturating']:g} / {a['host_bound']:g}",
+                         "κ saturating / host-bound": "{saturating:g} / {host_bound:g}".format(**kappa_of[k][r["mode"]])
+                         if k in kappa_of and r["mode"] in kappa_of[k] else "",
                          **{x: r[x] for x in ("slowdown_mape_pct", "coverage_pct", "coverage_shipped_constants_pct")}})
     return pd.DataFrame(rows)
 
@@ -110,9 +120,10 @@ def main() -> int:
     folder = out / "folds"
     for k, f in enumerate(folds):
         log(f"fold {k}: {', '.join(f)}")
-    pred = pd.concat([run_fold(ds, k, f, folder, log) for k, f in enumerate(folds)], ignore_index=True)
+    raw = pd.concat([run_fold(ds, k, f, folder, log) for k, f in enumerate(folds)], ignore_index=True)
+    pred, kappa_of = with_unseen_widths(raw, ds.profile_source)
     table = summary(pred)
-    fold_table = by_fold_table(pred, folder, folds)
+    fold_table = by_fold_table(pred, folder, folds, kappa_of)
     write_csv_atomic(table, out / "summary.csv", index=False)
     write_csv_atomic(fold_table, out / "by_fold.csv", index=False)
     write_csv_atomic(by_arch_table(pred), out / "by_arch.csv", index=False)
@@ -127,7 +138,8 @@ def main() -> int:
         "the report makes it (leave-arch without the row's own architecture, the extrapolating splits from every set "
         "of the training sizes), so these are the report's all-architecture figures with nested constants; fold-out: "
         "without any set of the fold's architectures (the locked protocol, fold by fold: on pairs → triples an unseen "
-        "job in a larger set). `coverage_se_pct`: the coverage's standard error with the architectures resampled; "
+        "job in a larger set, whose interval takes the factor κ chosen on the other development folds, "
+        "`colopred.research.interval_rules.unseen_width`; the shipped columns the shipped κ). `coverage_se_pct`: the coverage's standard error with the architectures resampled; "
         "`coverage_shipped_constants_pct`: the same rows' coverage with the shipped constants (chosen on the locked "
         "split's development rows, so they saw folds 1 and up).", "",
         md_table(table, digits=1), "",

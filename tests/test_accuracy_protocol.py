@@ -59,8 +59,60 @@ def test_interval_widens_for_sets_larger_than_any_in_training(timeslice, exponen
         g = np.full(len(rows), n - 1.0) if scale == "beyond_size" else np.maximum(rows["co_sum_busy"].to_numpy(), 1.0)
         light += int((g == 1).sum()) if n > 2 else 0
         factor = np.where(hb, g ** a["host_bound"] * p ** c_hb, g ** a["saturating"] * p ** c_sat)
+        if n > 2:  # no job named: each is served as a job the model was not trained on (unseen_widths_, κ)
+            factor *= np.where(hb, m.unseen_widths_[1], m.unseen_widths_[0])
         assert np.allclose(np.log(iv[:, 1] / p), w * factor, rtol=1e-9) and np.allclose(np.log(p / iv[:, 0]), w * factor, rtol=1e-9)
     assert (light > 0) is (scale is None)  # idle co-runners of a larger set: no growth under beyond_load only
+
+
+def test_an_unseen_job_in_a_larger_set_than_trained_takes_its_classs_width_factor(timeslice, tmp_path):
+    """κ (unseen_widths, constants.INTERVAL_UNSEEN_WIDTHS by default) multiplies the log half-width of a target job
+    the model was not trained on (a name not among fit's jobs, or no name) in a set larger than any in training, by
+    its class's factor; a trained job's interval and every interval of a trained size stay as they were. The trained
+    jobs and κ travel in the manifest; a manifest without the factors reads as κ = 1; κ < 1 is refused."""
+    from colopred.constants import HOST_BOUND_BUSY, INTERVAL_UNSEEN_WIDTHS
+    from colopred.runtime.manifest import load_model, save_model
+
+    pairs = timeslice[timeslice["n_jobs"] == 2]
+    kappa = {"saturating": 1.8, "host_bound": 1.3}
+    fit = dict(groups=pairs["arch"], jobs=pairs["job"])
+    wide = SlowdownModel(mode="timeslice", unseen_widths=kappa).fit(pairs[list(FEATURES)], pairs["slowdown"], **fit)
+    plain = SlowdownModel(mode="timeslice", unseen_widths=dict.fromkeys(kappa, 1.0)).fit(pairs[list(FEATURES)], pairs["slowdown"], **fit)
+    assert SlowdownModel(mode="timeslice").fit(pairs[list(FEATURES)], pairs["slowdown"]).unseen_widths_ == tuple(
+        INTERVAL_UNSEEN_WIDTHS["ncu"]["timeslice"][c] for c in ("saturating", "host_bound"))
+    assert wide.trained_jobs_ == frozenset(pairs["job"])
+    triples = timeslice[timeslice["n_jobs"] == 3]
+    X, names = triples[list(FEATURES)].to_numpy(), triples["job"].to_numpy()
+    hb = triples["t_busy"].to_numpy() < HOST_BOUND_BUSY
+    unseen = np.array([f"new-{j}" for j in names], dtype=object)
+
+    def log_width(model, jobs):
+        p, iv = model.predict_with_interval(X, jobs=jobs)
+        return np.log(iv[:, 1] / p)
+
+    k = np.where(hb, kappa["host_bound"], kappa["saturating"])
+    assert np.allclose(log_width(wide, unseen), k * log_width(plain, unseen), rtol=1e-9)
+    assert np.allclose(log_width(wide, None), k * log_width(plain, None), rtol=1e-9)
+    assert np.allclose(log_width(wide, names), log_width(plain, names), rtol=1e-12)  # trained jobs: unchanged
+    assert np.allclose(wide.predict(X, jobs=unseen), plain.predict(X, jobs=unseen))  # the point prediction never moves
+    Xp = pairs[list(FEATURES)].to_numpy()
+    unseen_pairs = np.array([f"new-{j}" for j in pairs["job"]], dtype=object)
+    assert np.allclose(wide.predict_interval(Xp, jobs=unseen_pairs), plain.predict_interval(Xp, jobs=unseen_pairs))
+    path = tmp_path / "m-timeslice.json"
+    save_model(path, wide, "timeslice", max_set_size=2, jobs=["not", "these"])
+    man = json.loads(path.read_text())
+    assert man["interval_unseen_widths"] == kappa and man["jobs"] == sorted(set(pairs["job"]))
+    loaded, _ = load_model(path)
+    assert loaded.trained_jobs_ == wide.trained_jobs_
+    for jobs in (unseen, names):
+        assert np.allclose(loaded.predict_interval(X, jobs=jobs), wide.predict_interval(X, jobs=jobs), rtol=1e-9)
+    del man["interval_unseen_widths"]
+    path.write_text(json.dumps(man))
+    old, _ = load_model(path)
+    assert old.unseen_widths_ == (1.0, 1.0)
+    assert np.allclose(old.predict_interval(X, jobs=unseen), plain.predict_interval(X, jobs=unseen), rtol=1e-9)
+    with pytest.raises(ValueError, match="unseen_widths"):
+        SlowdownModel(mode="timeslice", unseen_widths={"saturating": 0.9, "host_bound": 1.0}).fit(Xp, pairs["slowdown"])
 
 
 def test_the_load_growth_is_one_up_to_a_trained_sets_load_and_counts_a_missing_busy_fraction_as_none():

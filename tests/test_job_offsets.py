@@ -110,3 +110,34 @@ def test_the_shipped_time_slicing_model_gives_a_trained_job_its_offset_in_every_
     table = pr.predict_many([[a, b], renamed, [a]])
     assert np.allclose(table["slowdown"].to_numpy()[:4], [*known.slowdown, *new.slowdown])
     assert table["slowdown"].iloc[4] == 1.0
+
+
+def test_the_shipped_mps_model_widens_only_an_unseen_jobs_interval_in_a_set_larger_than_trained():
+    """In a set of five (the shipped models trained on sets of up to four), a profile under a name the model was not
+    trained on takes its class's κ on the log half-width (constants.INTERVAL_UNSEEN_WIDTHS), the others (trained
+    jobs, same profiles) keep theirs, and no point prediction moves (MPS keeps no job offsets); in a pair nothing
+    changes."""
+    import warnings
+
+    from colopred.constants import HOST_BOUND_BUSY, INTERVAL_UNSEEN_WIDTHS
+
+    pr = Predictor.default("mps")
+    assert pr.manifest["max_set_size"] == 4 and not pr.model.job_log_offsets_
+    names = ("resnet18-b64-fp32", "gpt2_small-b8-bf16", "lstm_lm-b64-fp32", "dlrm-b2048-fp32", "unet-b8-fp32")
+    profiles = [JobProfile.from_json(DATA / "profiles" / "ncu" / f"{n}.json") for n in names]
+    assert set(names) <= set(pr.manifest["jobs"])
+    for i in (0, 3):  # a saturating job and a host-bound one
+        renamed = list(profiles)
+        renamed[i] = dataclasses.replace(profiles[i], name=profiles[i].name + "-mine")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the set is larger than trained: warned, as tested elsewhere
+            known, new = pr.predict(profiles), pr.predict(renamed)
+        assert np.allclose(known.slowdown, new.slowdown, rtol=1e-12)
+        lw = lambda p: np.log(np.array(p.interval)[:, 1] / np.array(p.slowdown))  # noqa: E731
+        cls = "host_bound" if profiles[i].busy_fraction < HOST_BOUND_BUSY else "saturating"
+        want = np.ones(len(names))
+        want[i] = INTERVAL_UNSEEN_WIDTHS["ncu"]["mps"][cls]
+        assert np.allclose(lw(new), want * lw(known), rtol=1e-9)
+        pair_known, pair_new = pr.predict([profiles[i], profiles[4]]), pr.predict([renamed[i], profiles[4]])
+        assert np.allclose(pair_known.interval, pair_new.interval, rtol=1e-12)
+    assert [p.busy_fraction < HOST_BOUND_BUSY for p in (profiles[0], profiles[3])] == [False, True]

@@ -181,3 +181,73 @@ def test_coverage_se_resamples_architectures_not_rows():
     assert 30 < nested.coverage_se(few) < 40  # ~ 50·√2/2 … a draw of 2 of 2 architectures
     assert nested.coverage_se(few.assign(lo=0.9)) == 0
     assert np.isnan(nested.coverage_se(few[few["arch"] == "a"]))
+
+
+def _committed_folds(source):
+    from .conftest import ROOT
+
+    folder = ROOT / "reports" / ("h100" if source == "ncu" else "h100-nvml") / "nested" / "folds"
+    return pd.concat([pd.read_csv(f) for f in sorted(folder.glob("fold*.csv.gz"))], ignore_index=True)
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("source", ["ncu", "nvml"])
+def test_the_unseen_width_rule_chooses_the_shipped_factors_from_the_development_folds_alone(source):
+    """constants.INTERVAL_UNSEEN_WIDTHS is what the rule chooses on the committed fold-out rows of the development
+    folds (the locked fold 0 left out); each κ's coverage is the share of rows whose |log error| is within κ times
+    their half-width, and a wider κ never covers less."""
+    from colopred.constants import INTERVAL_UNSEEN_WIDTHS
+    from colopred.research.interval_rules import target_class, unseen_width
+
+    rows = unseen_width.unseen_rows(_committed_folds(source))
+    assert set(rows["training"]) == {"fold-out"} and set(rows["split"]) == set(unseen_width.EXTRAPOLATING)
+    dev = rows[rows["fold"] != unseen_width.LOCKED_FOLD]
+    cov = unseen_width.coverage_by_factor(dev)
+    assert unseen_width.choose(cov) == INTERVAL_UNSEEN_WIDTHS[source]
+    sat = dev[(dev["mode"] == "timeslice") & (target_class(dev["t_busy"]) == "saturating")]
+    err = np.abs(np.log(sat["slowdown"] / sat["pred_shipped"]))
+    got = cov.set_index(["mode", "jobs", "kappa"])["coverage_pct"]
+    assert got[("timeslice", "saturating", 1.5)] == pytest.approx(100 * np.mean(err <= 1.5 * np.log(sat["hi_shipped"] / sat["pred_shipped"])))
+    for (mode, cls), g in cov.groupby(["mode", "jobs"]):
+        assert np.all(np.diff(g.sort_values("kappa")["coverage_pct"].to_numpy()) >= 0)
+    # changing the locked fold's rows changes nothing the rule sees
+    moved = rows.assign(slowdown=np.where(rows["fold"] == unseen_width.LOCKED_FOLD, rows["slowdown"] * 3, rows["slowdown"]))
+    assert unseen_width.choose(unseen_width.coverage_by_factor(moved[moved["fold"] != 0])) == INTERVAL_UNSEEN_WIDTHS[source]
+
+
+def test_the_unseen_width_rule_keeps_one_unless_a_factor_is_closer_by_a_standard_error():
+    from colopred.research.interval_rules import unseen_width
+
+    rows = 400  # SE 1.5 points
+    table = pd.DataFrame([{"mode": "mps", "jobs": "saturating", "kappa": k, "rows": rows, "coverage_pct": c}
+                          for k, c in zip((1.0, 1.05, 1.1, 1.15), (88.0, 89.0, 91.0, 93.0))])
+    assert unseen_width.choose(table)["mps"] == {"saturating": 1.0, "host_bound": 1.0}  # 2 -> 1 point: not a whole SE
+    table["coverage_pct"] = (80.0, 85.0, 89.0, 91.0)
+    assert unseen_width.choose(table)["mps"]["saturating"] == 1.1  # 89 and 91 tie: the smaller
+
+
+@pytest.mark.data
+def test_nested_unseen_widths_choose_each_folds_factor_without_its_rows_and_widen_only_unseen_jobs_in_larger_sets():
+    from colopred.constants import INTERVAL_UNSEEN_WIDTHS
+    from colopred.research.interval_rules import target_class, unseen_width
+
+    pred = _committed_folds("ncu")
+    rows = unseen_width.unseen_rows(pred)
+    _, kappa_of = unseen_width.nested_covered(rows)
+    assert set(kappa_of) == set(range(nested.OUTER_FOLDS))
+    for k in (0, 3):  # a fold's own rows never choose its κ (nor do the locked fold's)
+        moved = rows.assign(slowdown=np.where(rows["fold"].isin([k, 0]), rows["slowdown"] * 3, rows["slowdown"]))
+        assert unseen_width.nested_covered(moved)[1][k] == kappa_of[k]
+    out, kappa_again = nested.with_unseen_widths(pred, "ncu")
+    assert kappa_again == kappa_of
+    widened = ((pred["training"] == "fold-out") & pred["split"].isin(unseen_width.EXTRAPOLATING)).to_numpy()
+    for col in ("lo", "hi", "lo_shipped", "hi_shipped", "pred", "pred_shipped", "slowdown"):
+        np.testing.assert_array_equal(out.loc[~widened, col], pred.loc[~widened, col])
+    w = pred[widened]
+    cls = target_class(w["t_busy"])
+    shipped = np.array([INTERVAL_UNSEEN_WIDTHS["ncu"][m][c] for m, c in zip(w["mode"], cls)])
+    np.testing.assert_allclose(np.log(out.loc[widened, "hi_shipped"] / w["pred_shipped"]),
+                               shipped * np.log(w["hi_shipped"] / w["pred_shipped"]), rtol=1e-9)
+    own = np.array([kappa_of[f][m][c] for f, m, c in zip(w["fold"], w["mode"], cls)])
+    np.testing.assert_allclose(np.log(w["pred"] / out.loc[widened, "lo"]), own * np.log(w["pred"] / w["lo"]), rtol=1e-9)
+    assert (own > 1).any() and (out.loc[widened, "hi"] >= w["hi"]).all()

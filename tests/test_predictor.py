@@ -201,7 +201,7 @@ def test_corrupt_model_file_is_refused(tmp_path):
 def test_non_model_files_are_refused(tmp_path):
     man = _copy_model(tmp_path)
     d = json.loads(man.read_text())
-    for change, msg in (({"schema_version": 10}, "schema version 10"), ({"schema_version": 8}, "schema version 8"), ({"features": ["x"]}, "feature schema"),
+    for change, msg in (({"schema_version": 11}, "schema version 11"), ({"schema_version": 9}, "schema version 9"), ({"features": ["x"]}, "feature schema"),
                         ({"model_features": ["t_busy"]}, "feature schema"), ({"mode": "timeslice"}, "feature schema"),
                         ({"baseline_coefs": {**d["baseline_coefs"], "contention_load": -1}}, "baseline_coefs.contention_load must be at least 0"),
                         ({"baseline_coefs": {**d["baseline_coefs"], "wait_small_grid": "1"}}, "baseline_coefs.wait_small_grid must be a finite number"),

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..constants import (HOST_BOUND_BUSY, INTERVAL_SCALE_OF_SOURCE, INTERVAL_SIZE_EXPONENTS, INTERVAL_SLOWDOWN_EXPONENTS,
-                         JOB_OFFSET_WEIGHT)
+                         INTERVAL_UNSEEN_WIDTHS, JOB_OFFSET_WEIGHT)
 from ..errors import InputError
 from ..measurement.harness.reader import machine_key
 from ..runtime import outcome
@@ -135,14 +135,17 @@ def new_model(mode: str | None, source: str = "ncu", timeline: bool = True, **kw
     ``runtime.sources.gpm_model_features``), its interval widening beyond the trained sets that of ``source``
     (``constants.INTERVAL_SCALE_OF_SOURCE``, ``constants.INTERVAL_SIZE_EXPONENTS``) and its per-row slowdown scale
     (``constants.INTERVAL_SLOWDOWN_EXPONENTS``) and the weight of its training jobs' offsets
-    (``constants.JOB_OFFSET_WEIGHT``), unless ``kw`` sets ``interval_scale``, ``size_exponents``, ``job_offset_weight`` or
-    ``slowdown_exponents``."""
+    (``constants.JOB_OFFSET_WEIGHT``) and the width of an unseen job in a larger set (``constants.INTERVAL_UNSEEN_WIDTHS``),
+    unless ``kw`` sets ``interval_scale``, ``size_exponents``, ``job_offset_weight``, ``slowdown_exponents`` or
+    ``unseen_widths``."""
     if "interval_scale" not in kw and source in INTERVAL_SCALE_OF_SOURCE:
         kw["interval_scale"] = INTERVAL_SCALE_OF_SOURCE[source]
     if "size_exponents" not in kw and mode in INTERVAL_SIZE_EXPONENTS.get(source, {}):
         kw["size_exponents"] = INTERVAL_SIZE_EXPONENTS[source][mode]
     if "slowdown_exponents" not in kw and mode in INTERVAL_SLOWDOWN_EXPONENTS.get(source, {}):
         kw["slowdown_exponents"] = INTERVAL_SLOWDOWN_EXPONENTS[source][mode]
+    if "unseen_widths" not in kw and mode in INTERVAL_UNSEEN_WIDTHS.get(source, {}):
+        kw["unseen_widths"] = INTERVAL_UNSEEN_WIDTHS[source][mode]
     if "job_offset_weight" not in kw and mode in JOB_OFFSET_WEIGHT.get(source, {}):
         kw["job_offset_weight"] = JOB_OFFSET_WEIGHT[source][mode]
     return SlowdownModel(mode=mode, features=model_features_for(mode, source, timeline), **kw)

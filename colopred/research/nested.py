@@ -33,14 +33,14 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..constants import INTERVAL_SCALE_OF_SOURCE, INTERVAL_SIZE_EXPONENT
+from ..constants import INTERVAL_SCALE_OF_SOURCE, INTERVAL_SIZE_EXPONENT, INTERVAL_UNSEEN_WIDTHS
 from ..measurement.zoo.registry import ARCH_FAMILY
 from ..runtime.estimator import INTERVAL_CLASS_NAMES
 from ..runtime.features import FEATURES
 from .dataset import Dataset
 from .evaluation import covered, job_fit_args, new_model
-from .interval_rules import size_exponent, slowdown_scale, target_class
-from .protocol import LOCKED_KINDS, is_locked
+from .interval_rules import size_exponent, slowdown_scale, target_class, unseen_width
+from .protocol import LOCKED_KINDS, hits_by_arch, is_locked
 
 OUTER_FOLDS = 6
 """Outer folds: the locked split and five of the development architectures, about as many architectures each as the
@@ -50,6 +50,8 @@ OUTER_SEED = 23
 BOOTSTRAP_DRAWS = 2000
 """Draws of architectures behind a nested coverage's standard error (its SE then moves by ~1.6% of itself)."""
 BOOTSTRAP_SEED = 23
+RAW_WIDTH = {"unseen_widths": dict.fromkeys(INTERVAL_CLASS_NAMES, 1.0)}
+"""What the fold predictions' models are given: κ = 1, so that the unseen-width rule can score every κ from them."""
 NEEDED = ("hi", "pred", "slowdown", "t_busy", "window_id", "mode", "split", "n_jobs", "co_sum_busy")
 """Columns of the development predictions the size-exponent rules score."""
 
@@ -122,7 +124,8 @@ def _fits(df: pd.DataFrame, fold: Sequence[str], kind: str, training: str):
 def fold_predictions(ds: Dataset, fold: Sequence[str], constants: Mapping[str, dict], modes: Sequence[str]) -> pd.DataFrame:
     """The rows of ``fold``'s architectures on each kind of split (``protocol.LOCKED_KINDS``), predicted from each
     :data:`TRAINING` (column ``training``) with the fold's ``constants`` (``pred``, ``lo``, ``hi``) and with the shipped
-    ones (``pred_shipped``, ``lo_shipped``, ``hi_shipped``)."""
+    ones (``pred_shipped``, ``lo_shipped``, ``hi_shipped``), an unseen job's interval in a larger set as wide as a
+    trained job's (:data:`RAW_WIDTH`; :func:`with_unseen_widths` widens it)."""
     out = []
     for mode in modes:
         df = ds.for_mode(mode)
@@ -134,7 +137,7 @@ def fold_predictions(ds: Dataset, fold: Sequence[str], constants: Mapping[str, d
                 for te, tr in _fits(df, fold, kind, training):
                     cols = {}
                     for tag, kw in (("", constants[mode]), ("_shipped", {})):
-                        m = new_model(mode, ds.profile_source, ds.timeline, **kw).fit(
+                        m = new_model(mode, ds.profile_source, ds.timeline, **kw, **RAW_WIDTH).fit(
                             X[tr], s[tr], groups=df["arch"].to_numpy()[tr], **job_fit_args(df.iloc[tr]))
                         p, iv = m.predict_with_interval(X[te], jobs=df["job"].to_numpy()[te])
                         cols.update({f"pred{tag}": p, f"lo{tag}": iv[:, 0], f"hi{tag}": iv[:, 1]})
@@ -143,18 +146,36 @@ def fold_predictions(ds: Dataset, fold: Sequence[str], constants: Mapping[str, d
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
+def with_unseen_widths(pred: pd.DataFrame, source: str = "ncu") -> tuple[pd.DataFrame, dict[int, dict]]:
+    """(``pred`` (:func:`fold_predictions`) with the intervals of its unseen jobs in larger sets (the fold-out rows of
+    the extrapolating splits) widened by κ (log half-width times κ): the fold's columns by the κ its rule chooses on the
+    other development folds (``interval_rules.unseen_width.nested_covered``), the shipped columns by the shipped
+    ``constants.INTERVAL_UNSEEN_WIDTHS`` of ``source``; each fold's κ, ``{fold: {mode: {class: κ}}}``)."""
+    out = pred.copy()
+    rows = np.flatnonzero(((pred["training"] == "fold-out") & pred["split"].isin(unseen_width.EXTRAPOLATING)).to_numpy())
+    if not len(rows):
+        return out, {}
+    sub = pred.iloc[rows].reset_index(drop=True)
+    cls = target_class(sub["t_busy"])
+    _, chosen_of = unseen_width.nested_covered(sub)
+    shipped = INTERVAL_UNSEEN_WIDTHS.get(source, {})
+    for tag, kappa in (("", [chosen_of[f][m][c] for f, m, c in zip(sub["fold"], sub["mode"], cls)]),
+                       ("_shipped", [shipped.get(m, {}).get(c, 1.0) for m, c in zip(sub["mode"], cls)])):
+        p, k = sub[f"pred{tag}"].to_numpy(float), np.asarray(kappa, float)
+        out.loc[out.index[rows], f"hi{tag}"] = p * (sub[f"hi{tag}"].to_numpy(float) / p) ** k
+        out.loc[out.index[rows], f"lo{tag}"] = p * (sub[f"lo{tag}"].to_numpy(float) / p) ** k
+    return out, chosen_of
+
+
 def coverage_se(pred: pd.DataFrame, lo: str = "lo", hi: str = "hi", draws: int = BOOTSTRAP_DRAWS,
                 seed: int = BOOTSTRAP_SEED) -> float:
     """Standard error (points) of the coverage of ``pred``'s rows with their architectures drawn with replacement
     (``draws`` times): an unseen job's error is mostly its own bias, shared by its rows, so the architecture, not the
     row, is the unit of sampling."""
-    inside = covered(pred["slowdown"], pred[lo], pred[hi]).to_numpy()
-    codes, archs = pd.factorize(pred["arch"])
-    if len(archs) < 2:
+    hits, rows = hits_by_arch(pred, lo, hi)
+    if len(rows) < 2:
         return float("nan")
-    hits = np.bincount(codes, weights=inside, minlength=len(archs))
-    rows = np.bincount(codes, minlength=len(archs)).astype(float)
-    pick = np.random.default_rng(seed).integers(0, len(archs), (draws, len(archs)))
+    pick = np.random.default_rng(seed).integers(0, len(rows), (draws, len(rows)))
     return float(np.std(100 * hits[pick].sum(axis=1) / rows[pick].sum(axis=1), ddof=1))
 
 

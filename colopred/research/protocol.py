@@ -82,19 +82,24 @@ def noise_floor(df: pd.DataFrame) -> pd.Series:
     return (others - df["slowdown"]).abs() / df["slowdown"]
 
 
+def hits_by_arch(preds: pd.DataFrame, lo: str = "lo", hi: str = "hi") -> tuple[np.ndarray, np.ndarray]:
+    """(rows inside their interval, rows) of each architecture of ``preds`` (columns ``arch``, ``slowdown``, ``lo``,
+    ``hi``), in ``pd.factorize`` order: what a coverage over a draw of architectures sums."""
+    inside = covered(preds["slowdown"], preds[lo], preds[hi]).to_numpy()
+    codes, archs = pd.factorize(preds["arch"])
+    return (np.bincount(codes, weights=inside, minlength=len(archs)),
+            np.bincount(codes, minlength=len(archs)).astype(float))
+
+
 def coverage_spread(preds: pd.DataFrame, n_archs: int, draws: int = SPREAD_DRAWS, seed: int = SPREAD_SEED) -> float:
     """Standard deviation (points) of the interval coverage over the rows of ``n_archs`` target architectures drawn
     without replacement, ``draws`` times, from those of ``preds`` (one split's predictions: ``arch``, ``slowdown``,
     ``lo``, ``hi``); NaN with fewer than ``n_archs`` + 1 architectures."""
-    p = preds.dropna(subset=["lo", "hi"])
-    inside = covered(p["slowdown"], p["lo"], p["hi"]).to_numpy()
-    codes, archs = pd.factorize(p["arch"])
-    if n_archs < 1 or len(archs) <= n_archs:
+    hits, rows = hits_by_arch(preds.dropna(subset=["lo", "hi"]))
+    if n_archs < 1 or len(rows) <= n_archs:
         return float("nan")
-    hits = np.bincount(codes, weights=inside, minlength=len(archs))
-    rows = np.bincount(codes, minlength=len(archs)).astype(float)
     rng = np.random.default_rng(seed)
-    pick = np.argsort(rng.random((draws, len(archs))), axis=1)[:, :n_archs]
+    pick = np.argsort(rng.random((draws, len(rows))), axis=1)[:, :n_archs]
     return float(np.std(100 * hits[pick].sum(axis=1) / rows[pick].sum(axis=1)))
 
 

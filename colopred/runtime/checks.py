@@ -215,7 +215,7 @@ def warn_outside_experience(predictor: "Predictor", profiles: list[JobProfile], 
     trained = man.get("max_set_size")
     if isinstance(trained, int) and largest_set > trained:
         notes.append(f"a set of {largest_set} jobs is larger than any the model was trained on ({trained}): "
-                     "the prediction extrapolates and its interval may be too narrow")
+                     "the prediction extrapolates (the interval of a job it was not trained on is wider for it)")
     if gpu and man.get("gpu"):
         other = next((p for p in profiles if p.gpu.name != man["gpu"]), None)
         if other is not None:

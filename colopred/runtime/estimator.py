@@ -32,6 +32,7 @@ from ..constants import (
     INTERVAL_SIZE_EXPONENT,
     INTERVAL_SIZE_EXPONENTS,
     INTERVAL_SLOWDOWN_EXPONENTS,
+    INTERVAL_UNSEEN_WIDTHS,
     JOB_OFFSET_FOLDS,
     JOB_OFFSET_PRIOR_ROWS,
     JOB_OFFSET_WEIGHT,
@@ -223,6 +224,10 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         c of each class of :data:`INTERVAL_CLASS_NAMES`: σ(x) also scales as p̂^c, p̂ the row's point prediction
         (:meth:`_scale`; 0: no such scale); default ``constants.INTERVAL_SLOWDOWN_EXPONENTS`` of ncu profiles and
         ``mode``, without a mode 0 for both.
+    unseen_widths : mapping of str to float, optional
+        κ ≥ 1 of each class of :data:`INTERVAL_CLASS_NAMES`: the factor of the log half-width of a target job the
+        model was not trained on (not among :meth:`fit`'s ``jobs``, or unnamed) in a set larger than any in training;
+        default ``constants.INTERVAL_UNSEEN_WIDTHS`` of ncu profiles and ``mode``, without a mode 1 for both.
     job_offset_weight : float, optional
         λ ≥ 0 of the training jobs' own offsets (:meth:`fit` with ``jobs``; 0: none); default
         ``constants.JOB_OFFSET_WEIGHT`` of ncu profiles and ``mode``, without a mode 0.
@@ -233,7 +238,8 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
     ``conformal_log_width_`` (over all calibration rows), ``conformal_class_log_widths_`` (one per class of
     ``interval_classes``, :data:`INTERVAL_CLASS_NAMES` order; empty under ``none``), ``max_set_size_`` (the largest set
     in training), ``features_``, ``load_``, ``wait_gate_``, ``size_exponents_`` and ``slowdown_exponents_`` (both in
-    :data:`INTERVAL_CLASS_NAMES` order), ``job_log_offsets_`` (training job name → λ·b, the log factor its
+    :data:`INTERVAL_CLASS_NAMES` order), ``unseen_widths_`` (the same order), ``trained_jobs_`` (the names of
+    :meth:`fit`'s ``jobs``; empty without), ``job_log_offsets_`` (training job name → λ·b, the log factor its
     predictions take; empty without ``jobs`` or with λ = 0) and ``job_width_factors_`` (name → ρ, its interval's).
     """
 
@@ -243,7 +249,8 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
                  conformal_folds: int | None = None, interval_classes: str | None = None, offset: float | None = None,
                  offset_classes: str | None = None, size_exponents: Mapping[str, float] | None = None,
                  slowdown_exponents: Mapping[str, float] | None = None, wait_gate: str | None = None,
-                 job_offset_weight: float | None = None, job_offset_prior: float | None = None):
+                 job_offset_weight: float | None = None, job_offset_prior: float | None = None,
+                 unseen_widths: Mapping[str, float] | None = None):
         self.mode = mode
         self.params = params
         self.monotone = monotone
@@ -262,6 +269,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         self.wait_gate = wait_gate
         self.job_offset_weight = job_offset_weight
         self.job_offset_prior = job_offset_prior
+        self.unseen_widths = unseen_widths
 
     # ----------------------------------------------------------------- settings
     def _resolve(self) -> None:
@@ -296,6 +304,12 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         if [c for c in INTERVAL_CLASS_NAMES if c not in slow] or not all(np.isfinite(float(slow[c])) for c in INTERVAL_CLASS_NAMES):
             raise ValueError(f"slowdown_exponents needs a finite c for each of {', '.join(INTERVAL_CLASS_NAMES)}, not {dict(slow)}")
         self.slowdown_exponents_ = tuple(float(slow[c]) for c in INTERVAL_CLASS_NAMES)
+        unseen = (self.unseen_widths if self.unseen_widths is not None
+                  else INTERVAL_UNSEEN_WIDTHS["ncu"].get(self.mode, dict.fromkeys(INTERVAL_CLASS_NAMES, 1.0)))
+        if [c for c in INTERVAL_CLASS_NAMES if c not in unseen] or not all(np.isfinite(float(unseen[c])) and float(unseen[c]) >= 1
+                                                                           for c in INTERVAL_CLASS_NAMES):
+            raise ValueError(f"unseen_widths needs a finite factor >= 1 for each of {', '.join(INTERVAL_CLASS_NAMES)}, not {dict(unseen)}")
+        self.unseen_widths_ = tuple(float(unseen[c]) for c in INTERVAL_CLASS_NAMES)
         if self.interval_classes_ not in INTERVAL_CLASS_KINDS:
             raise ValueError(f"unknown interval classes {self.interval_classes_!r} (one of {', '.join(INTERVAL_CLASS_KINDS)})")
         self.offset_ = float(self.offset if self.offset is not None else TREE_TARGET_OFFSET.get(self.mode, 1.0))
@@ -406,6 +420,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         terms = baseline_terms(X, self.load_, self.wait_gate_)
         Xm = X[:, self._cols]
         self.max_set_size_ = int(X[:, _N_JOBS].max())
+        self.trained_jobs_ = frozenset(map(str, jobs)) if jobs is not None else frozenset()
         c = self._offsets(X[:, _T_BUSY])
         measured = s
         self.job_log_offsets_: dict[str, float] = {}
@@ -510,6 +525,23 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         rho = getattr(self, "job_width_factors_", None) or {}
         return np.fromiter((rho.get(j, 1.0) for j in jobs), float, len(jobs))
 
+    def unseen_width_factors(self, X, jobs: Sequence[str] | None = None) -> np.ndarray:
+        """κ of each FEATURES row (:data:`INTERVAL_CLASS_NAMES` order in ``unseen_widths_``): its class's factor
+        where the row's set is larger than any in training and its target job (``jobs``, each row's name; None: none
+        named) is not one the model was trained on (``trained_jobs_``), else 1. Such a job carries its own error and
+        the extrapolation's, which the conformal width and the growth beyond the trained sizes are each calibrated on
+        alone (``constants.INTERVAL_UNSEEN_WIDTHS``)."""
+        X = _rows(X)
+        m = getattr(self, "max_set_size_", None)
+        kappa = np.asarray(getattr(self, "unseen_widths_", (1.0,) * len(INTERVAL_CLASS_NAMES)))
+        if m is None or not np.any(kappa != 1.0):
+            return np.ones(len(X))
+        larger = X[:, _N_JOBS] > m
+        if jobs is not None:
+            trained = getattr(self, "trained_jobs_", frozenset())
+            larger &= ~np.fromiter((str(j) in trained for j in jobs), bool, len(X))
+        return np.where(larger, kappa[interval_class(X, "host_bound")], 1.0)
+
     def predict(self, X, jobs: Sequence[str] | None = None) -> np.ndarray:
         """Slowdown (> 0) of each row; exactly 1 for a row of a job alone (``n_jobs`` 1: nothing shares its GPU).
         ``jobs``: each row's target job name, so that a job trained on takes its own offset (:meth:`job_factors`)."""
@@ -558,7 +590,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         if jobs is not None:
             f, rho = self._factors_of(jobs, len(X)), self.job_width_factors(jobs)
             p = corrected(p, f)
-        w = np.exp(self._log_width(X, p) * rho)
+        w = np.exp(self._log_width(X, p) * rho * self.unseen_width_factors(X, jobs))
         iv = np.column_stack([p / w, p * w])
         if self.quantile_floor_:
             q = np.exp(np.asarray(_booster(self.interval_, len(X)).inplace_predict(Xm)).reshape(len(X), -1)) * (base * f)[:, None]

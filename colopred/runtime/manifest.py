@@ -33,7 +33,7 @@ from .features import FEATURES, MONOTONE_INCREASING
 from .sources import model_features_for
 
 MANIFEST_SCHEMA = "colopred.model"
-MANIFEST_VERSION = 9  # the history of versions is in docs/history.md
+MANIFEST_VERSION = 10  # the history of versions is in docs/history.md
 MODEL_PARTS = ("point", "interval")
 DEFAULT_MODEL_STEM = "h100"
 
@@ -126,6 +126,10 @@ def save_model(path: str | os.PathLike, model: SlowdownModel, mode: str, /, **ex
             man["job_offset_weight"], man["job_offset_prior"] = model.job_offset_weight_, model.job_offset_prior_
             man["job_log_offsets"] = {str(j): float(v) for j, v in sorted(offsets.items())}
             man["job_width_factors"] = {str(j): float(v) for j, v in sorted(model.job_width_factors_.items())}
+        if any(k != 1.0 for k in model.unseen_widths_):  # absent means 1: no unseen job's interval is wider
+            man["interval_unseen_widths"] = dict(zip(INTERVAL_CLASS_NAMES, model.unseen_widths_))
+        if model.trained_jobs_:  # the jobs a prediction serves as trained ones (offsets, the unseen job's width)
+            man["jobs"] = sorted(model.trained_jobs_)
         if any(model.slowdown_exponents_):  # absent means 0: no per-row slowdown scale
             man["interval_slowdown_exponents"] = dict(zip(INTERVAL_CLASS_NAMES, model.slowdown_exponents_))
         man.update({k: v for k, v in extra.items() if k not in man})  # provenance and metrics; never the model's own fields
@@ -242,7 +246,8 @@ def load_model(path: str | os.PathLike) -> tuple[SlowdownModel, dict[str, Any]]:
                           size_exponents=man.get("interval_size_exponents", dict.fromkeys(INTERVAL_CLASS_NAMES, INTERVAL_SIZE_EXPONENT)),
                           slowdown_exponents=man.get("interval_slowdown_exponents", dict.fromkeys(INTERVAL_CLASS_NAMES, 0.0)),
                           wait_gate=man.get("mps_wait_cross_gate", "idle"),  # the only gate before the field
-                          job_offset_weight=man.get("job_offset_weight", 0.0), job_offset_prior=man.get("job_offset_prior"))
+                          job_offset_weight=man.get("job_offset_weight", 0.0), job_offset_prior=man.get("job_offset_prior"),
+                          unseen_widths=man.get("interval_unseen_widths", dict.fromkeys(INTERVAL_CLASS_NAMES, 1.0)))
     model._resolve()
     model.conformal_log_width_ = float(man.get("conformal_log_width", 0.0))
     class_widths = man.get("conformal_class_log_widths") or {}
@@ -250,6 +255,7 @@ def load_model(path: str | os.PathLike) -> tuple[SlowdownModel, dict[str, Any]]:
                                          if model.interval_classes_ != "none" and class_widths else ())
     model.job_log_offsets_ = {str(j): float(v) for j, v in man.get("job_log_offsets", {}).items()}
     model.job_width_factors_ = {str(j): float(v) for j, v in man.get("job_width_factors", {}).items()}
+    model.trained_jobs_ = frozenset(map(str, man.get("jobs", ())))
     model.max_set_size_ = man.get("max_set_size")  # the interval's beyond_size scale (None: every row alike)
     model.baseline_coefs_ = np.array([float(man["baseline_coefs"][k]) for k in BASELINE_TERMS])
     for part in MODEL_PARTS:
