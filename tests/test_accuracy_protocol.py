@@ -181,6 +181,7 @@ def test_the_slowdown_scale_makes_each_rows_width_its_class_width_times_its_pred
     g = np.maximum(rows["co_sum_busy"].to_numpy(), 1.0)  # the beyond_load growth of a triple from pairs
     w = np.where(hb, m.conformal_class_log_widths_[1] * g ** a["host_bound"] * p ** -1.0,
                  m.conformal_class_log_widths_[0] * g ** a["saturating"] * p ** 0.5)
+    w *= np.where(hb, m.unseen_widths_[1], m.unseen_widths_[0])  # no job named: served as unseen in a larger set
     assert hb.any() and not hb.all()
     assert np.allclose(np.log(iv[:, 1] / p), w, rtol=1e-9) and np.allclose(np.log(p / iv[:, 0]), w, rtol=1e-9)
     path = tmp_path / "m-timeslice.json"
@@ -699,7 +700,10 @@ def test_the_reports_interval_sentence_follows_each_sources_growth_and_scale(mon
     monkeypatch.setattr(report, "INTERVAL_SIZE_EXPONENTS", {"ncu": zero, "nvml": {**zero, "mps": {"saturating": 0.0, "host_bound": 0.25}}})
     monkeypatch.setattr(report, "INTERVAL_SLOWDOWN_EXPONENTS", {"ncu": {**zero, "timeslice": {"saturating": 0.0, "host_bound": -1.0}}, "nvml": zero})
     monkeypatch.setattr(report, "INTERVAL_SCALE_OF_SOURCE", {"ncu": "beyond_size", "nvml": "beyond_load"})
+    monkeypatch.setattr(report, "INTERVAL_UNSEEN_WIDTHS", {"ncu": {m: {"saturating": 1.0, "host_bound": 1.0} for m in zero},
+                                                         "nvml": {**zero, "timeslice": {"saturating": 1.5, "host_bound": 1.0}}})
     ncu, nvml = report.interval_scaling_text("ncu"), report.interval_scaling_text("nvml")
+    assert "κ" not in ncu and "κ = 1.5 (timeslice saturating)" in nvml and "host-bound)" not in nvml.split("κ")[1]
     assert "not widened" in ncu and "c = -1 (timeslice host-bound)" in ncu and "a =" not in ncu
     assert "max(1, B/(m − 1))^a" in nvml and "a = 0.25 (mps host-bound)" in nvml and "p̂^c" not in nvml
 

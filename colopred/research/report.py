@@ -13,6 +13,7 @@ from ..constants import (
     INTERVAL_SCALE_OF_SOURCE,
     INTERVAL_SIZE_EXPONENTS,
     INTERVAL_SLOWDOWN_EXPONENTS,
+    INTERVAL_UNSEEN_WIDTHS,
     SHARE_EPS_US,
     TREE_TARGET_OFFSET,
     WAIT_BUSY_GATE_EXPONENT,
@@ -81,20 +82,22 @@ def relabel_note(ds: Dataset) -> str:
 _GROWTH_FORMULA = {"beyond_size": "((n − 1)/(m − 1))^a", "beyond_load": "max(1, B/(m − 1))^a (B the co-runners' summed busy fraction)"}
 
 
-def _per_class(values: dict[str, dict[str, float]], symbol: str) -> str:
-    """``symbol`` = value of each mode and class that is not 0, e.g. "a = 0.5 (timeslice host-bound)"."""
+def _per_class(values: dict[str, dict[str, float]], symbol: str, neutral: float = 0.0) -> str:
+    """``symbol`` = value of each mode and class that is not ``neutral``, e.g. "a = 0.5 (timeslice host-bound)"."""
     return ", ".join(f"{symbol} = {v:g} ({mode} {cls.replace('_', '-')})"
-                     for mode, by_class in values.items() for cls, v in by_class.items() if v)
+                     for mode, by_class in values.items() for cls, v in by_class.items() if v != neutral)
 
 
 def interval_scaling_text(source: str) -> str:
     """How the interval's half-width varies from row to row for a profile source's models, from the constants
     ``evaluation.new_model`` gives them (``INTERVAL_SCALE_OF_SOURCE``, ``INTERVAL_SIZE_EXPONENTS``,
-    ``INTERVAL_SLOWDOWN_EXPONENTS``)."""
+    ``INTERVAL_UNSEEN_WIDTHS``, ``INTERVAL_SLOWDOWN_EXPONENTS``)."""
     grow = _per_class(INTERVAL_SIZE_EXPONENTS.get(source, {}), "a")
     scale = _per_class(INTERVAL_SLOWDOWN_EXPONENTS.get(source, {}), "c")
     text = (f", widened for a set of n jobs larger than any (m) in training by {_GROWTH_FORMULA[INTERVAL_SCALE_OF_SOURCE[source]]}: {grow}"
             if grow and source in INTERVAL_SCALE_OF_SOURCE else ", not widened for sets larger than any in training")
+    unseen = _per_class(INTERVAL_UNSEEN_WIDTHS.get(source, {}), "κ", neutral=1.0)
+    text += f"; a job the model was not trained on, in such a set, κ times wider in log: {unseen}" if unseen else ""
     return text + (f"; each row's width scaled by p̂^c, p̂ its predicted slowdown: {scale}" if scale else "")
 
 

@@ -1,8 +1,10 @@
 """The rules that choose the interval's constants on development rows, one module per rule: ``slowdown_scale`` (the
 per-row scale p̂^c, ``constants.INTERVAL_SLOWDOWN_EXPONENTS``) and ``size_exponent`` (the growth beyond the trained
-set sizes and its exponents a, ``constants.INTERVAL_SCALE_OF_SOURCE`` and ``INTERVAL_SIZE_EXPONENTS``). The scripts
-``dev_slowdown_scale.py`` and ``dev_size_exponent.py`` run them on the locked split's development architectures, and
-``colopred.research.nested`` on each outer fold's complement."""
+set sizes and its exponents a, ``constants.INTERVAL_SCALE_OF_SOURCE`` and ``INTERVAL_SIZE_EXPONENTS``) and
+``unseen_width`` (the factor κ of an unseen job's width in a larger set, ``constants.INTERVAL_UNSEEN_WIDTHS``). The
+scripts ``dev_slowdown_scale.py`` and ``dev_size_exponent.py`` run the first two on the locked split's development
+architectures, and ``colopred.research.nested`` on each outer fold's complement; ``dev_unseen_width.py`` runs the third
+on the nested cross-validation's development folds."""
 
 import numpy as np
 
