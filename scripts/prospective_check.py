@@ -60,22 +60,31 @@ def main() -> int:
     ap.add_argument("--campaigns-dir", default=None,
                     help="folder holding the campaigns (default DATA/campaigns; DATA/prospective holds those never trained on)")
     ap.add_argument("--profiles", default="ncu", choices=("ncu", "nvml"))
+    ap.add_argument("--extra-profiles", default=None,
+                    help="another folder of profiles of the same source, read beside DATA/profiles/PROFILES (a job in both: refused)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     data = Path(a.data)
     camp_root = Path(a.campaigns_dir) if a.campaigns_dir else data / "campaigns"
-    pdir = data / "profiles" / a.profiles
-    profiles = load_profiles_dir(pdir)
+    pdirs = [data / "profiles" / a.profiles] + ([Path(a.extra_profiles)] if a.extra_profiles else [])
+    profiles = {}
+    for pdir in pdirs:
+        more = load_profiles_dir(pdir)
+        if set(more) & set(profiles):
+            raise SystemExit(f"{pdir}: profiles of {sorted(set(more) & set(profiles))} are also in {pdirs[0]}")
+        profiles.update(more)
+    profile_files = sorted(f for pdir in pdirs for f in pdir.glob("*.json"))
     summary, per_job = [], []
-    known = jobs_at(a.models_from, a.profiles)
     with tempfile.TemporaryDirectory() as tmp:
         models_at(a.models_from, Path(tmp))
         for camp in a.campaigns.split(","):
-            ds = dataset_from(camp_root / camp, profiles, sorted(pdir.glob("*.json")), profile_source=a.profiles)
+            ds = dataset_from(camp_root / camp, profiles, profile_files, profile_source=a.profiles)
             for mode, df in ds.rows.groupby("mode"):
                 path = Path(tmp) / f"{model_stem('h100', mode, a.profiles)}.json"
                 model, manifest = load_model(path)
-                pred, interval = model.predict_with_interval(df)
+                # the jobs the model trained on (a manifest before version 10 does not say: its dataset's profiles)
+                known = set(manifest.get("jobs") or jobs_at(a.models_from, a.profiles))
+                pred, interval = model.predict_with_interval(df, jobs=df["job"].to_numpy())
                 base = model.baseline(df)
                 y = df["slowdown"].to_numpy()
                 err = 100 * (pred / y - 1)
@@ -106,7 +115,9 @@ def main() -> int:
         write_text_atomic(out / "README.md", (
             f"# Prospective check: the models of {a.models_from} on campaigns measured after them\n\n"
             f"`PYTHONPATH=. python scripts/prospective_check.py --models-from {a.models_from} --campaigns {a.campaigns}"
+            + (f" --data {a.data}" if Path(a.data).resolve() != (ROOT / "datasets/h100").resolve() else "")
             + (f" --campaigns-dir {a.campaigns_dir}" if a.campaigns_dir else "")
+            + (f" --extra-profiles {a.extra_profiles}" if a.extra_profiles else "")
             + f" --profiles {a.profiles} --out {a.out}`\n\n"
             + ("Every job of these campaigns was profiled and measured before; the sets were not. "
                if not table["new_jobs"].any() else

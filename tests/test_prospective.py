@@ -1,6 +1,7 @@
 """The prospective campaigns (datasets/h100/prospective: sets never trained on, measured after the models that
 predict them) and the scripts that plan and score them (scripts/make_sets.py, scripts/prospective_check.py)."""
 
+import shutil
 import sys
 
 import numpy as np
@@ -56,3 +57,40 @@ def test_prospective_campaigns_load_with_every_set_and_a_slowdown_per_job():
         # one row per job of each window: pairs give two, triples three
         per_window = rows.groupby("window_id").size()
         assert set(per_window) <= {2, 3}
+
+
+def test_the_h200_campaign_of_new_architectures_loads_from_h200_profiles_and_is_scored_as_unseen(tmp_path, monkeypatch):
+    """datasets/h200/prospective/h200-c27 (sets of scripts/sets/h100-c27.txt measured on an H200, both modes): every
+    member has an H200 ncu profile (its own folder or datasets/h200/profiles/ncu), every set of the sets file has a
+    slowdown per job in each mode, and scripts/prospective_check.py scores the jobs the shipped models never trained
+    on (dgcnn, gat, gru_lm) as new, by the manifest's jobs, from both profile folders."""
+    import pandas as pd
+
+    h200 = ROOT / "datasets" / "h200"
+    folders = [h200 / "prospective" / "profiles" / "ncu", h200 / "profiles" / "ncu"]
+    profiles = {}
+    for f in folders:
+        more = load_profiles_dir(f)
+        assert not set(more) & set(profiles)
+        profiles.update(more)
+    assert all(p.gpu.name == "NVIDIA H200" for p in profiles.values())
+    rows = dataset_from(h200 / "prospective" / "h200-c27", profiles, sorted(p for f in folders for p in f.glob("*.json"))).rows
+    planned = set(expand_sets(str(ROOT / "scripts" / "sets" / "h100-c27.txt"), []))
+    for mode in ("mps", "timeslice"):
+        got = rows[rows["mode"] == mode]
+        assert {tuple(sorted(s.split("+"))) for s in got["set"]} == {tuple(sorted(s)) for s in planned}
+        assert set(got.groupby("window_id").size()) <= {2, 3} and np.isfinite(got["slowdown"]).all()
+    out = tmp_path / "out"
+    script = load_script("prospective_check")
+    shipped = ROOT / "colopred" / "runtime" / "models"
+    # the working tree's shipped models stand for a commit's (no git history needed)
+    monkeypatch.setattr(script, "models_at", lambda rev, folder: [shutil.copy(f, folder) for f in shipped.iterdir() if f.is_file()])
+    monkeypatch.setattr(sys, "argv", ["prospective_check", "--models-from", "working-tree", "--data", str(h200 / "prospective"),
+                                      "--campaigns-dir", str(h200 / "prospective"), "--campaigns", "h200-c27",
+                                      "--extra-profiles", str(folders[1]), "--out", str(out)])
+    assert script.main() == 0
+    per_job = pd.read_csv(out / "per_job.csv")
+    new = set(per_job.loc[per_job["new_to_models"], "job"])
+    assert new == {"gru_lm-b32-fp32", "dgcnn-b32-fp32", "dgcnn-b16-bf16", "gat-b256-bf16", "gat-b4096-fp32"}
+    table = pd.read_csv(out / "prospective.csv")
+    assert set(table["mode"]) == {"mps", "timeslice"} and (table["new_jobs"] == 5).all()
