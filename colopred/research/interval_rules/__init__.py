@@ -8,6 +8,7 @@ on the nested cross-validation's development folds."""
 
 import numpy as np
 
+from ...constants import INTERVAL_COVERAGE
 from ...runtime.estimator import INTERVAL_CLASS_NAMES, is_host_bound
 
 
@@ -15,3 +16,13 @@ def target_class(t_busy) -> np.ndarray:
     """Each row's class of target job as the interval's widths name it (``INTERVAL_CLASS_NAMES``): host_bound below
     ``constants.HOST_BOUND_BUSY`` (``estimator.is_host_bound``), else saturating."""
     return np.asarray(INTERVAL_CLASS_NAMES)[is_host_bound(t_busy).astype(int)]
+
+
+def closer_by_a_standard_error(values, coverage_pct, rows: int, default: float) -> float:
+    """The rules' shared choice among a grid's ``values`` (their pooled ``coverage_pct`` over ``rows`` rows): the value
+    whose coverage is closest to the interval's level (ties: the smaller value) replaces ``default`` only if it is
+    closer than ``default``'s by more than one binomial standard error of that coverage (100·√(p(1 − p)/rows))."""
+    values, miss = np.asarray(values, float), np.abs(np.asarray(coverage_pct, float) - 100 * INTERVAL_COVERAGE)
+    best = int(np.lexsort((values, miss))[0])
+    se = 100 * np.sqrt(INTERVAL_COVERAGE * (1 - INTERVAL_COVERAGE) / rows)
+    return float(values[best]) if miss[best] < float(miss[values == default][0]) - se else float(default)

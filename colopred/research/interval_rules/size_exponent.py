@@ -33,6 +33,7 @@ import pandas as pd
 from ...constants import HOST_BOUND_BUSY, INTERVAL_COVERAGE, INTERVAL_SIZE_EXPONENT
 from ...runtime.estimator import INTERVAL_CLASS_NAMES
 from ..evaluation import evaluate_mode
+from . import closer_by_a_standard_error
 
 GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 SCALES = ("beyond_size", "beyond_load")
@@ -153,13 +154,9 @@ def choose_scale(objective: pd.Series, se: float, incumbent: str) -> str:
 
 def choose(cov: pd.DataFrame, a0: float = INTERVAL_SIZE_EXPONENT) -> dict[str, dict[str, dict[str, float]]]:
     """The rule's a per (scale, mode, class) (module doc)."""
-    target = 100 * INTERVAL_COVERAGE
     chosen: dict[str, dict[str, dict[str, float]]] = {}
     both = cov[cov["split"] == "both"]
     for (scale, mode, jobs), g in both.groupby(["scale", "mode", "jobs"], sort=False):
-        g = g.assign(miss=(g["coverage_pct"] - target).abs()).set_index("a")
-        se = 100 * np.sqrt(INTERVAL_COVERAGE * (1 - INTERVAL_COVERAGE) / g["rows"].iloc[0])
-        better = g[g["miss"] < g.loc[a0, "miss"] - se]
-        a = float(better.sort_values(["miss"], kind="stable").index[0]) if len(better) else a0
+        a = closer_by_a_standard_error(g["a"], g["coverage_pct"], int(g["rows"].iloc[0]), a0)
         chosen.setdefault(scale, {}).setdefault(mode, {})["host_bound" if jobs == "host-bound" else "saturating"] = a
     return chosen

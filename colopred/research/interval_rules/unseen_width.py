@@ -27,14 +27,12 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from ...constants import INTERVAL_COVERAGE
 from ...runtime.estimator import INTERVAL_CLASS_NAMES
-from . import target_class
+from . import closer_by_a_standard_error, target_class
 
 GRID = tuple(float(k) for k in np.round(np.arange(1.0, 3.0001, 0.05), 2))
 EXTRAPOLATING = ("pairs->triples", "pairs+triples->quads")
 LOCKED_FOLD = 0  # nested.outer_folds: fold 0 is the locked split
-TARGET_PCT = 100 * INTERVAL_COVERAGE
 
 
 def unseen_rows(pred: pd.DataFrame) -> pd.DataFrame:
@@ -70,12 +68,7 @@ def choose(cov: pd.DataFrame) -> dict[str, dict[str, float]]:
             g = cov[(cov["mode"] == mode) & (cov["jobs"] == cls)]
             if g.empty:
                 continue
-            miss = (g["coverage_pct"] - TARGET_PCT).abs().to_numpy()
-            best = int(np.lexsort((g["kappa"].to_numpy(), miss))[0])
-            at_one = float(miss[g["kappa"].to_numpy() == 1.0][0])
-            se = 100 * np.sqrt(INTERVAL_COVERAGE * (1 - INTERVAL_COVERAGE) / int(g["rows"].iloc[0]))
-            if at_one - miss[best] > se:
-                chosen[mode][cls] = float(g["kappa"].iloc[best])
+            chosen[mode][cls] = closer_by_a_standard_error(g["kappa"], g["coverage_pct"], int(g["rows"].iloc[0]), 1.0)
     return chosen
 
 
