@@ -46,6 +46,12 @@ from colopred.research.report import shown_path  # noqa: E402
 GAP_THRESHOLDS_US = (20, 100, 500)
 """Idle gaps counted: 20 µs (a launch's latency), 100 µs, 500 µs (half of the 1 ms slice the kernel simulator uses)."""
 GPU_KINDS = ("kernel", "memset", "memcpy")
+SHORT_KERNEL_US = (20, 100)
+"""Kernel-grain thresholds: 20 µs (a launch's latency), 100 µs (the gap threshold above)."""
+REGISTERS_PER_SM = 65536
+"""32-bit registers per SM on Hopper (CUDA C Programming Guide, compute capability 9.0 table)."""
+MAX_THREADS_PER_SM = 2048
+"""Resident threads per SM at 100% theoretical occupancy (64 warps of 32, compute capability 9.0)."""
 FOREST_SEED = 0
 
 
@@ -60,6 +66,28 @@ def timeline_gaps(events: pd.DataFrame, iterations: int) -> dict[str, float]:
     return out
 
 
+def launch_attributes(report: Path) -> dict[str, float]:
+    """Duration-weighted launch attributes of one raw ncu report (``read_ncu_csv``'s kernel table): registers per
+    thread; the register-file share of an SM its resident threads hold, registers × (theoretical occupancy × 2,048
+    threads) / 65,536 (capped at 1); the block size; the duration-weighted median kernel (µs); the share of kernel
+    time in kernels shorter than each of ``SHORT_KERNEL_US`` and in grids of less than one wave."""
+    from colopred.measurement.profiling.ncu_csv import read_ncu_csv
+    from colopred.measurement.profiling.ncu_profile import weighted_mean, weighted_percentiles
+
+    k = read_ncu_csv(report).kernels
+    t = k["duration_ns"].to_numpy(float)
+    regs = k["registers_per_thread"].to_numpy(float)
+    resident = k["theo_occupancy_pct"].to_numpy(float) / 100 * MAX_THREADS_PER_SM
+    out = {"registers_per_thread": weighted_mean(regs, t),
+           "register_file_share": weighted_mean(np.minimum(1.0, regs * resident / REGISTERS_PER_SM), t),
+           "block_size": weighted_mean(k["block_size"].to_numpy(float), t),
+           "median_kernel_us": weighted_percentiles(t / 1e3, t, qs=(50,))["p50"],
+           "under_one_wave_share": float(t[k["waves_per_sm"].to_numpy(float) < 1].sum() / t.sum())}
+    for th in SHORT_KERNEL_US:
+        out[f"kernels_under_{th}us_share"] = float(t[t < th * 1e3].sum() / t.sum())
+    return out
+
+
 def profile_fields(doc: dict) -> dict[str, float]:
     """The numeric fields of a profile document, its distributions flattened (``dram_pct.p50``, ...)."""
     out = {k: float(v) for k, v in doc.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "schema_version"}
@@ -69,15 +97,17 @@ def profile_fields(doc: dict) -> dict[str, float]:
 
 
 def candidates(data: Path) -> pd.DataFrame:
-    """One row per job with an ncu profile and a solo timeline: its profile fields and timeline gap statistics."""
+    """One row per job with an ncu profile, a solo timeline and a raw ncu report: its profile fields, timeline gap
+    statistics and launch attributes."""
     rows = {}
     for f in sorted((data / "profiles" / "ncu").glob("*.json")):
         doc = json.loads(f.read_text())
         tl = data / "timelines" / f"{doc['name']}.timeline.csv.gz"
-        if not tl.is_file():
+        raw = data / "ncu_reports" / f"{doc['name']}.csv.gz"
+        if not (tl.is_file() and raw.is_file()):
             continue
         meta = json.loads(tl.with_name(f"{doc['name']}.timeline.json").read_text())
-        r = profile_fields(doc) | timeline_gaps(read_timeline(tl), int(meta["iterations"]))
+        r = profile_fields(doc) | timeline_gaps(read_timeline(tl), int(meta["iterations"])) | launch_attributes(raw)
         for th in GAP_THRESHOLDS_US:
             r[f"gaps_over_{th}us_per_ms"] = r[f"gaps_over_{th}us_per_iter"] / r["iteration_ms"]
         rows[doc["name"]] = r
@@ -129,8 +159,8 @@ def readme(bias: pd.DataFrame, corr: pd.DataFrame, a) -> str:
     lines = ["# Does a solo measurement foretell an unseen job's bias?", "",
              f"`PYTHONPATH=. python scripts/job_bias_study.py --rows {shown_path(a.rows, ROOT)} --data {shown_path(a.data, ROOT)} "
              f"--out {shown_path(a.out, ROOT)}`. The design is in the script's docstring: a job's bias is the mean log(predicted / "
-             "measured) of its leave-arch rows (> 0 over-predicted); candidates are its ncu profile's fields and its solo "
-             "timeline's idle gaps; R² is out of sample, each architecture's jobs predicted from the others'.", "",
+             "measured) of its leave-arch rows (> 0 over-predicted); candidates are its ncu profile's fields, its solo "
+             "timeline's idle gaps and its raw ncu report's launch attributes (register-file share, kernel grain); R² is out of sample, each architecture's jobs predicted from the others'.", "",
              "| mode | jobs | bias spread (sd of log) | strongest correlations | out-of-sample R², ridge | out-of-sample R², forest |",
              "|---|---|---|---|---|---|"]
     for mode, c in corr.groupby("mode", sort=True):

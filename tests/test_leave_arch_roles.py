@@ -1,6 +1,8 @@
 """The per-architecture table of scripts/leave_arch_roles.py: how much of the leave-arch error is each unseen job's
 own bias."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -88,3 +90,40 @@ def test_the_bias_study_counts_idle_gaps_of_the_merged_gpu_activity_and_scores_o
     groups = np.repeat(np.arange(20), 3)
     assert bias.out_of_sample_r2(X, 0.1 * X[:, 0], groups, LinearRegression()) > 0.99
     assert bias.out_of_sample_r2(X, rng.normal(size=60), groups, LinearRegression()) < 0.05
+
+
+def test_the_bias_study_weights_launch_attributes_by_kernel_time(monkeypatch):
+    """``job_bias_study.launch_attributes``: each attribute is weighted by its kernel's duration, the register-file
+    share is registers × resident threads / 65,536 capped at 1, and the grain shares count kernel time, not kernels."""
+    from types import SimpleNamespace
+
+    bias = load_script("job_bias_study")
+    kernels = pd.DataFrame({"duration_ns": [10e3, 30e3, 160e3],  # 10, 30 and 160 µs
+                            "registers_per_thread": [32.0, 64.0, 255.0], "theo_occupancy_pct": [100.0, 50.0, 100.0],
+                            "block_size": [128.0, 256.0, 512.0], "waves_per_sm": [0.5, 2.0, 8.0]})
+    monkeypatch.setattr("colopred.measurement.profiling.ncu_csv.read_ncu_csv", lambda path: SimpleNamespace(kernels=kernels))
+    a = bias.launch_attributes("any.csv")
+    w = np.array([10, 30, 160]) / 200
+    assert a["registers_per_thread"] == pytest.approx(w @ [32, 64, 255])
+    # 32 × 2048 / 65536 = 1; 64 × 1024 / 65536 = 1; 255 × 2048 / 65536 > 1 -> 1
+    assert a["register_file_share"] == pytest.approx(1.0)
+    assert a["block_size"] == pytest.approx(w @ [128, 256, 512])
+    assert a["median_kernel_us"] == 160.0  # the 160 µs kernel holds 80% of the time
+    assert a["kernels_under_20us_share"] == pytest.approx(0.05) and a["kernels_under_100us_share"] == pytest.approx(0.2)
+    assert a["under_one_wave_share"] == pytest.approx(0.05)
+
+
+def test_the_bias_study_reads_launch_attributes_from_a_real_report():
+    """On a recorded H100 ncu report (resnet18-b64): every attribute is finite and in its range, and the shares agree
+    with the kernel table read independently."""
+    from colopred.measurement.profiling.ncu_csv import read_ncu_csv
+
+    bias = load_script("job_bias_study")
+    path = Path(__file__).parent / "fixtures" / "ncu_resnet18_b64_h100.csv.gz"
+    a = bias.launch_attributes(path)
+    k = read_ncu_csv(path).kernels
+    t = k["duration_ns"].to_numpy(float)
+    assert 0 < a["register_file_share"] <= 1 and 16 <= a["registers_per_thread"] <= 255
+    assert a["kernels_under_20us_share"] < a["kernels_under_100us_share"] < 1
+    assert a["kernels_under_100us_share"] == pytest.approx(t[t < 100e3].sum() / t.sum())
+    assert a["under_one_wave_share"] == pytest.approx(t[k["waves_per_sm"].to_numpy() < 1].sum() / t.sum())
