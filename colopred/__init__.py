@@ -1,10 +1,20 @@
 """colopred: predict how much deep-learning training jobs slow each other down when they share one GPU.
 
-  from colopred import JobProfile, Predictor
+Example::
 
-The package has three parts (``docs/architecture.md``): :mod:`colopred.runtime`, what a scheduler imports;
-:mod:`colopred.measurement`, profiling and measuring on a GPU; :mod:`colopred.research`, datasets,
-training, evaluation and reports. The command line is :mod:`colopred.cli`.
+    from colopred import JobProfile, Predictor
+
+    a, b = JobProfile.from_json("a.json"), JobProfile.from_json("b.json")   # each job profiled once, alone
+    p = Predictor.default("mps").predict([a, b])    # or "timeslice"; GPM profiles: Predictor.default(mode, "nvml")
+    p.slowdown, p.interval, p.delta, p.throughput, p.pays_off
+
+What it exports: ``JobProfile`` (one job's solo profile), ``Predictor`` (``predict``, ``predict_many``,
+``rank_partners``, ``pack``, ``observe``), ``Prediction`` (its result), ``Observation`` (a measured collocation),
+``SlowdownModel`` (the scikit-learn estimator inside, to retrain), ``load_profiles``, and the errors ``ColopredError``
+and ``InputError``. The package has three parts: :mod:`colopred.runtime`, what a scheduler imports;
+:mod:`colopred.measurement`, profiling and measuring on a GPU; :mod:`colopred.research`, datasets, training,
+evaluation and reports. The command line is :mod:`colopred.cli` (``colopred --help``). The source tree's README.md
+and docs/ (model.md, formats.md, architecture.md) document the rest.
 """
 
 from __future__ import annotations

@@ -164,6 +164,15 @@ CALIBRATION_WINDOWS = 3
 """Windows of the calibration pair per mode, in one run: a host-bound job's slowdown moves 3–5% from one window to the
 next, and the mean of three is good to about 2.5% (the relabel campaigns, ``datasets/h100/relabel/README.md``)."""
 
+OBSERVED_SLOWDOWN_MIN = 0.5
+"""Least measured slowdown an observation may report: a job sharing its GPU runs at most as fast as alone, and the
+lowest of the 9,152 job rows of ``datasets/h100`` is 0.71 (solo-time drift between windows); a value below 0.5 (the job
+twice as fast beside others) is taken for an entry error (a speed-up, or solo / collocated instead of collocated / solo)."""
+
+OBSERVED_SLOWDOWN_UNSEEN = 25.0
+"""A measured slowdown above this draws a warning: the largest of ``datasets/h100`` is 21.2 (a host-bound job beside
+three MPS co-runners), so such an observation lies beyond anything the model or its offsets were fitted on."""
+
 SLOWDOWN_FLOOR = 1.0
 """Least slowdown a prediction gives: a job that shares its GPU does not run faster than alone (measured slowdowns below
 1 are noise of the solo and collocated times). A physical bound, not a tuned value: without it the trees, which scale

@@ -21,14 +21,16 @@ from .errors import InputError, SchemaError
 def check_output(path: str | os.PathLike, *inputs: str | os.PathLike | None, what: str = "output") -> Path:
     """``path`` as a Path, after checking that it can be written: not a folder, its folder exists, and it is none
     of ``inputs`` (an input is read before the output is written, but a failure in between would lose it)."""
+    if os.fspath(path) == "":
+        raise InputError(None, f"the {what} path is empty: give a file name")
     path = Path(path)
-    if str(path) == "" or path.name in ("", ".", ".."):
+    if path.name in ("", ".", ".."):
         raise InputError(path, f"the {what} needs a file name")
     if path.is_dir():
         raise InputError(path, f"the {what} is a directory; give a file name")
     folder = path.parent
     if not folder.is_dir():
-        raise InputError(path, f"the {what}'s folder {str(folder)!r} does not exist")
+        raise InputError(path, f"the {what}'s folder {_missing_folder(folder)}")
     if not os.access(folder, os.W_OK):
         raise InputError(path, f"the {what}'s folder {str(folder)!r} is not writable")
     for i in inputs:
@@ -41,6 +43,33 @@ def check_output(path: str | os.PathLike, *inputs: str | os.PathLike | None, wha
     return path
 
 
+def _missing_folder(folder: Path) -> str:
+    """What is wrong with a folder that cannot hold a new file: "'F' does not exist", or is a file."""
+    if folder.exists() and not folder.is_dir():
+        return f"{str(folder)!r} is a file, not a folder"
+    for above in folder.parents:  # the nearest existing ancestor that is a file, not a folder
+        if above.exists():
+            if not above.is_dir():
+                return f"{str(folder)!r} does not exist ({str(above)!r} is a file, not a folder)"
+            break
+    return f"{str(folder)!r} does not exist"
+
+
+def _temporary_beside(path: Path, prefix: str, suffix: str) -> tuple[int, str]:
+    """``tempfile.mkstemp`` in ``path``'s folder, its failures an :class:`InputError` naming ``path``: a folder that
+    is missing, or one that exists but refuses new files (a read-only or pseudo file system such as /proc)."""
+    try:
+        return tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=suffix)
+    except FileNotFoundError:
+        if path.parent.is_dir():
+            raise InputError(path, f"cannot create a file in folder {str(path.parent)!r}") from None
+        raise InputError(path, f"folder {_missing_folder(path.parent)}") from None
+    except NotADirectoryError:
+        raise InputError(path, f"folder {_missing_folder(path.parent)}") from None
+    except OSError as e:
+        raise InputError(path, f"cannot write in {str(path.parent)!r} ({e.strerror or e.__class__.__name__})") from None
+
+
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike, mode: str = "w", *, encoding: str | None = "utf-8") -> Iterator[IO]:
     """Open a temporary file beside ``path`` for writing; on a clean exit flush, fsync and rename it over
@@ -50,12 +79,7 @@ def atomic_file(path: str | os.PathLike, mode: str = "w", *, encoding: str | Non
     if path.is_dir():
         raise InputError(path, "is a directory; give a file name")
     binary = "b" in mode
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except FileNotFoundError:
-        raise InputError(path, f"folder {str(path.parent)!r} does not exist") from None
-    except OSError as e:
-        raise InputError(path, f"cannot write in {str(path.parent)!r} ({e.strerror or e.__class__.__name__})") from None
+    fd, tmp = _temporary_beside(path, f".{path.name}.", ".tmp")
     try:
         with os.fdopen(fd, mode, **({} if binary else {"encoding": encoding, "newline": ""})) as f:
             yield f
@@ -92,12 +116,7 @@ def stage_file(path: str | os.PathLike) -> Path:
     """A fresh temporary name beside ``path`` (same folder, hence same file system) for a file that a library
     writes by name (XGBoost's ``save_model``); rename it over ``path`` once complete, or unlink it."""
     path = Path(path)
-    try:  # the extension kept last: XGBoost picks its format by it
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}")
-    except FileNotFoundError:
-        raise InputError(path, f"folder {str(path.parent)!r} does not exist") from None
-    except OSError as e:
-        raise InputError(path, f"cannot write in {str(path.parent)!r} ({e.strerror or e.__class__.__name__})") from None
+    fd, tmp = _temporary_beside(path, f".{path.stem}.", f".tmp{path.suffix}")  # extension last: XGBoost picks its format by it
     os.close(fd)
     return Path(tmp)
 
@@ -117,15 +136,32 @@ def sha256_of(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def read_json(path: str | os.PathLike) -> object:
+def read_text_input(path: str | os.PathLike, what: str = "file") -> str:
+    """The UTF-8 text of the input file ``path``; every failure an :class:`InputError` naming the file and saying what
+    is wrong in words (``what`` names the kind of file expected: "profile", "request"...)."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(path, "no such file") from None
+    except IsADirectoryError:
+        raise InputError(path, f"is a directory, not a {what}") from None
+    except PermissionError:
+        raise InputError(path, "permission denied") from None
+    except UnicodeDecodeError:
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        raise InputError(path, f"is not a text {what}" + (" (it is gzip-compressed)" if gz else " (binary data)")) from None
+    except OSError as e:
+        raise InputError(path, f"cannot read ({e.strerror or e.__class__.__name__})") from None
+
+
+def read_json(path: str | os.PathLike, what: str = "JSON file") -> object:
     """The JSON document in ``path``: a missing or unreadable file is an :class:`InputError`, text that is not JSON a
     :class:`SchemaError`, each naming the file."""
     path = Path(path)
+    text = read_text_input(path, what)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(path, f"cannot read ({getattr(e, 'strerror', None) or e.__class__.__name__})") from None
+        return json.loads(text)
     except (json.JSONDecodeError, RecursionError) as e:
         raise SchemaError(path, f"not valid JSON ({getattr(e, 'msg', 'nested too deeply')})") from None

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .constants import MAX_BUSY_FRACTION, MAX_KERNELS_PER_MS, MAX_META_DEPTH
-from .errors import InputError, SchemaError
+from .errors import SchemaError
 from .gpu import GpuInfo
-from .io import write_text_atomic
+from .io import read_text_input, write_text_atomic
 from .schema import depth, loads
 from .schema import problems as schema_problems
 
@@ -152,14 +152,7 @@ class JobProfile:
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> "JobProfile":
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InputError(path, "no such file") from None
-        except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
-            raise InputError(path, f"cannot read: {e.__class__.__name__}") from None
-        except OSError as e:
-            raise InputError(path, f"cannot read ({e.strerror or e.__class__.__name__})") from None
+        text = read_text_input(path, "profile (JSON)")
         try:
             d = loads(text)
         except ValueError as e:
@@ -170,16 +163,26 @@ class JobProfile:
         """A copy with some fields replaced (validated again)."""
         return replace(self, **changes)
 
-    def retimed(self, iteration_ms: float) -> "JobProfile":
+    def retimed(self, iteration_ms: float, *, max_busy_fraction: float | None = None) -> "JobProfile":
         """The profile of the same job timed again alone, at ``iteration_ms`` (e.g. on the machine
         where it will share the GPU): the kernels are the same, so the GPU time per iteration
         (busy fraction × iteration time) is kept and the busy fraction becomes
         ``busy_fraction × self.iteration_ms / iteration_ms``. Every other metric is per kernel or
         duration-weighted over kernels and does not change. Small, CPU- or input-bound jobs run
-        up to ~35% faster or slower alone on one H100 machine than on another."""
+        up to ~35% faster or slower alone on one H100 machine than on another.
+
+        With ``max_busy_fraction`` (``colopred profile retime`` gives ``MAX_BUSY_FRACTION_FROM_NCU``, the bound
+        ``profile ncu`` sets), an ``iteration_ms`` that makes the kernel time per iteration more than that many
+        times the iteration time is a ValueError: a mistaken time (or unit) rather than a faster machine. Without
+        it only the profile's own bound (``MAX_BUSY_FRACTION``) applies, as when research code re-times profiles
+        to the measured solo times of a dataset."""
         if not _finite(iteration_ms) or iteration_ms <= 0:
             raise ValueError(f"iteration_ms must be a positive number of milliseconds, not {iteration_ms!r}")
         busy = self.busy_fraction * self.iteration_ms / iteration_ms
+        if max_busy_fraction is not None and busy > max_busy_fraction:
+            raise ValueError(f"kernel time per iteration ({busy * iteration_ms:.2f} ms) is {busy:.1f}x the iteration time "
+                             f"({iteration_ms} ms), a busy_fraction above {max_busy_fraction:g}: a wrong iteration time "
+                             "(it is in milliseconds)?")
         meta = {**self.meta, "retimed_from_iteration_ms": self.meta.get("retimed_from_iteration_ms", self.iteration_ms)}
         return replace(self, iteration_ms=float(iteration_ms), busy_fraction=float(busy), meta=meta)
 

@@ -301,7 +301,7 @@ CASES = [
     ("ncu-output-is-input-relative", nothing, ["profile", "ncu", "{w}/r.csv", "--name", "x", "--iter-ms", "200", "-o", "{w}/adir/../r.csv"], "is the input"),
     ("ncu-output-is-dir", nothing, NCU[:-1] + ["{w}/adir"], "is a directory"),
     ("ncu-output-folder-missing", nothing, NCU[:-1] + ["{w}/nowhere/out.json"], "does not exist"),
-    ("ncu-output-under-file", nothing, NCU[:-1] + ["{w}/afile/out.json"], "does not exist"),
+    ("ncu-output-under-file", nothing, NCU[:-1] + ["{w}/afile/out.json"], "afile' is a file, not a folder"),
     ("ncu-empty-name", nothing, ["profile", "ncu", "{w}/r.csv", "--name", "", "--iter-ms", "200", "-o", "{w}/out.json"], "--name must not be empty"),
     ("ncu-blank-name", nothing, ["profile", "ncu", "{w}/r.csv", "--name", "  ", "--iter-ms", "200", "-o", "{w}/out.json"], "--name must not be empty"),
     ("ncu-newline-name", nothing, ["profile", "ncu", "{w}/r.csv", "--name", "a\nb", "--iter-ms", "200", "-o", "{w}/out.json"], "--name must be one line"),
@@ -317,9 +317,10 @@ CASES = [
     ("ncu-iterations-zero", nothing, NCU + ["--iterations", "0"], "--iterations must be a positive integer"),
     # ---- profiles: show (every loader of profiles is JobProfile.from_json)
     ("profile-missing", nothing, ["profile", "show", "{w}/nope.json"], "nope.json: no such file"),
-    ("profile-dir", nothing, ["profile", "show", "{w}/adir"], "adir: cannot read"),
+    ("profile-dir", nothing, ["profile", "show", "{w}/adir"], "adir: is a directory, not a profile"),
     ("profile-empty", write("bad.json", ""), SHOW_BAD, "not valid JSON"),
-    ("profile-binary", write("bad.json", b"\xff\xfe\x00garbage"), SHOW_BAD, "cannot read"),
+    ("profile-binary", write("bad.json", b"\xff\xfe\x00garbage"), SHOW_BAD, "bad.json: is not a text profile (JSON) (binary data)"),
+    ("profile-gzip", write("bad.json", gzip.compress(b'{"name": "x"}')), SHOW_BAD, "is not a text profile (JSON) (it is gzip-compressed)"),
     ("profile-list", write("bad.json", "[1, 2]"), SHOW_BAD, "not a colopred profile"),
     ("profile-deep-nesting", write("bad.json", "[" * 100_000 + "]" * 100_000), SHOW_BAD, "nested too deeply"),
     ("profile-deep-meta", profile_with(meta=json.loads("[" * 60 + "]" * 60)), SHOW_BAD, "meta must be an object"),
@@ -382,7 +383,7 @@ CASES = [
     ("overlap-wrong-extension", write("bad.txt", "x"), ["profile", "overlap", "{w}/p1.json", "--timeline", "{w}/bad.txt", "-o", "{w}/out.json"], "expected a colopred timeline"),
     # ---- predict: profiles and arguments
     ("predict-one", nothing, ["predict", "{w}/p1.json", "--mode", "mps"], "at least two profiles"),
-    ("predict-same-name", nothing, ["predict", "{w}/p1.json", "{w}/p1.json", "--mode", "mps"], "same job name"),
+    ("predict-same-name", nothing, ["predict", "{w}/p1.json", "{w}/p1.json", "--mode", "mps"], "p1.json: holds job 'resnet18-b64-fp32', as "),
     ("predict-bad-profile", profile_with(mps_wait_us=1e12), ["predict", "{w}/p1.json", "{w}/bad.json", "--mode", "mps"], "bad.json"),
     ("predict-too-many", nothing, ["predict"] + [str(p) for p in sorted((DATA / "profiles" / "ncu").glob("*.json"))[:17]] + ["--mode", "mps"], "at most 16"),
     ("predict-model-missing", nothing, PREDICT[:-1] + ["{w}/nope.json"], "nope.json: no such file"),
@@ -426,7 +427,7 @@ CASES = [
     ("table-empty-records", write("camp/windows.jsonl", ""), TABLE, "no window records"),
     ("table-not-json", write("camp/windows.jsonl", "{oops\n"), TABLE, "line 1 is not valid JSON"),
     ("table-deep-line", write("camp/windows.jsonl", "[" * 100_000 + "]" * 100_000 + "\n"), TABLE, "line 1 is not a window record"),
-    ("table-binary", write("camp/windows.jsonl", b"\xff\xfe\x00\n"), TABLE, "windows.jsonl: cannot read"),
+    ("table-binary", write("camp/windows.jsonl", b"\xff\xfe\x00\n"), TABLE, "windows.jsonl: is not a text JSONL record file"),
     ("table-not-object", write("camp/windows.jsonl", "[1]\n"), TABLE, "line 1 is not a JSON object"),
     ("table-record-without-mode", records(lambda rs: [{k: v for k, v in r.items() if k != "mode"} for r in rs]), TABLE, "record 1 is not a window record"),
     ("table-jobs-not-list", records(lambda rs: [{**r, "jobs": "a+b"} for r in rs]), TABLE, "record 1 is not a window record"),
@@ -543,6 +544,7 @@ CASES = [
     ("export-over-input", nothing, ["export", "{w}/camp/windows.jsonl", "-o", "{w}/camp/windows.jsonl"], "is the input"),
     ("export-no-records", write("camp/windows.jsonl", ""), ["export", "{w}/camp", "-o", "{w}/out.csv"], "holds no window records"),
     ("export-out-dir", nothing, ["export", "{w}/camp", "-o", "{w}/adir"], "adir: the output is a directory"),
+    ("export-xlsx", nothing, ["export", "{w}/camp", "-o", "{w}/out.xlsx"], "out.xlsx: the table is written as CSV or Parquet"),
 ]
 
 

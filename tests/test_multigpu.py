@@ -491,10 +491,43 @@ def test_campaign_sbatch_writes_the_script_and_refuses_what_the_script_sets(tmp_
 
     out = tmp_path / "c1.sbatch"
     assert main(["campaign", "sbatch", "--root", str(tmp_path / "runs"), "--nodes", "2", "--gpus-per-node", "4", "-q", "-o", str(out),
-                 "--sbatch=--partition=gpu", "--", "--jobs", "a,b", "--sets", "pairs", "--mode", "mps", "--park-idle"]) == 0
+                 "--sbatch=--partition=gpu", "--", "--jobs", "resnet18-b64-fp32,dlrm-b512-fp32", "--sets", "pairs", "--mode", "mps",
+                 "--park-idle"]) == 0
     text = out.read_text()
     assert "#SBATCH --array=0-1" in text and "#SBATCH --gres=gpu:4" in text and "#SBATCH --partition=gpu" in text
-    assert "--jobs a,b --sets pairs --mode mps --park-idle --no-progress" in text and (tmp_path / "runs" / "logs").is_dir()
+    assert "--jobs resnet18-b64-fp32,dlrm-b512-fp32 --sets pairs --mode mps --park-idle --no-progress" in text
+    assert (tmp_path / "runs" / "logs").is_dir()
     assert subprocess.run(["bash", "-n", str(out)]).returncode == 0
     assert main(["campaign", "sbatch", "--root", "r", "--nodes", "2", "--gpus-per-node", "4", "--", "--out", "x"]) == 2
     assert "--out is set by the script" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, plan, needle", [
+    ([], ["--jobs", "nosuch,bogus", "--sets", "pairs", "--mode", "mps"], "--jobs: bad job name 'nosuch'"),
+    ([], ["--jobs", "resnet18-b64-fp32,dlrm-b512-fp32", "--sets", "pairs", "--mode", "MPS"], "argument --mode: invalid choice: 'MPS'"),
+    ([], [], "need --jobs (or --jobs-file), --sets and --mode"),
+    ([], ["--jobs", "resnet18-b64-fp32", "--sets", "pairs", "--mode", "mps"], "makes no set to measure"),
+    ([], ["--jobs", "resnet18-b64-fp32,dlrm-b512-fp32", "--sets", "pairs", "--mode", "mps", "--no-such-option"], "unrecognized arguments"),
+    (["--time", "forever"], ["--jobs", "resnet18-b64-fp32,dlrm-b512-fp32", "--sets", "pairs", "--mode", "mps"], "'forever' is not a Slurm time limit"),
+])
+def test_campaign_sbatch_refuses_what_measure_would_refuse_on_the_nodes(tmp_path, capsys, extra, plan, needle):
+    """The script is checked before it is written: a plan that ``colopred measure`` would refuse fails here, in one
+    line, and writes nothing (not hours later on the cluster)."""
+    from colopred.cli import main
+
+    out = tmp_path / "c.sbatch"
+    code = main(["campaign", "sbatch", "--root", str(tmp_path / "runs"), "--nodes", "2", "--gpus-per-node", "4", *extra,
+                 "-o", str(out), "--", *plan])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and needle in err[0], err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("limit", ["90", "30:00", "12:00:00", "2-00", "1-12:30", "1-12:30:00", "UNLIMITED"])
+def test_campaign_sbatch_takes_every_slurm_time_format(tmp_path, limit):
+    from colopred.cli import main
+
+    assert main(["campaign", "sbatch", "--root", str(tmp_path), "--nodes", "1", "--gpus-per-node", "1", "--time", limit, "-q",
+                 "-o", str(tmp_path / "c.sbatch"), "--", "--jobs", "resnet18-b64-fp32,dlrm-b512-fp32", "--sets", "pairs",
+                 "--mode", "both"]) == 0
+    assert f"#SBATCH --time={limit}" in (tmp_path / "c.sbatch").read_text()

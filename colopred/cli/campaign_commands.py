@@ -4,7 +4,40 @@ merge`` (its per-node folders -> one campaign folder); ``docs/campaigns.md``."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import re
 from pathlib import Path
+
+SLURM_TIME = re.compile(r"^(?:\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2}|unlimited|infinite)$",
+                        re.IGNORECASE)
+"""Slurm's ``--time`` formats (sbatch(1)): minutes, minutes:seconds, hours:minutes:seconds, days-hours,
+days-hours:minutes, days-hours:minutes:seconds, or UNLIMITED / INFINITE."""
+
+
+def check_measure_plan(plan: list[str]) -> None:
+    """Refuse (:class:`ColopredError`, one line) measure options that ``colopred measure`` would refuse on the nodes:
+    options it does not know or values it rejects (its own parser), a missing --jobs/--sets/--mode, and job names
+    or set choices that plan no set. A ``--jobs-file`` is read where it can be (it may only exist on the nodes)."""
+    from ..errors import ColopredError
+    from ..measurement.harness.plan import expand_sets
+    from . import build_parser
+    from .measure_commands import _campaign_jobs
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            a = build_parser().parse_args(["measure", *plan, "--out", "campaign"])
+    except SystemExit:
+        why = err.getvalue().strip().splitlines()[-1:] or ["invalid options"]
+        raise ColopredError(f"the measure options after --: {why[0].split('error: ', 1)[-1]}") from None
+    if not (a.jobs or a.jobs_file) or not a.sets or not a.mode:
+        raise ColopredError("the measure options after -- need --jobs (or --jobs-file), --sets and --mode")
+    if a.jobs_file and not Path(a.jobs_file).is_file():
+        return  # only on the nodes: the tasks check it
+    jobs, _ = _campaign_jobs(a.jobs, a.jobs_file)
+    if not expand_sets(a.sets, jobs, max_sets=a.max_sets, seed=a.seed):
+        raise ColopredError(f"the measure options after --: --sets {a.sets} of {len(jobs)} job(s) makes no set to measure")
 
 
 def cmd_sbatch(a) -> int:
@@ -17,6 +50,9 @@ def cmd_sbatch(a) -> int:
     for bad in ("--out", "--gpus", "--nodes", "--node", "--resume"):
         if any(x == bad or x.startswith(bad + "=") for x in plan):
             raise ColopredError(f"{bad} is set by the script; give the campaign's other measure options after --")
+    if not SLURM_TIME.match(a.time):
+        raise ColopredError(f"--time {a.time!r} is not a Slurm time limit (minutes, HH:MM:SS, D-HH:MM:SS, ... or UNLIMITED)")
+    check_measure_plan(plan)
     pool = [x for x in plan if x in ("--tiny", "--no-nvml", "--park-idle", "--fake-gpus", "-v", "-q", "--no-progress")]
     plan = [x for x in plan if x not in pool]
     text = sbatch_script(Path(a.root).resolve(), nodes=a.nodes, gpus=a.gpus_per_node, plan_args=plan, pool_args=pool + ["--no-progress"],

@@ -3,7 +3,7 @@ that table)."""
 
 from __future__ import annotations
 
-from ..errors import ColopredError
+from ..errors import ColopredError, InputError
 
 
 def _columns(specs: list[str] | None) -> dict[str, str]:
@@ -39,6 +39,8 @@ def cmd_export(a) -> int:
     from . import log_of
 
     check_output(a.output, *a.paths)
+    if not a.output.lower().endswith((".csv", ".csv.gz", ".parquet")):
+        raise InputError(a.output, "the table is written as CSV or Parquet: name it .csv, .csv.gz or .parquet")
     t = export_table(a.paths)
     if t.empty:
         raise ColopredError(f"{a.paths[0]}: no collocated window with solo baselines of its jobs: nothing to export")

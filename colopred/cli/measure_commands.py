@@ -156,7 +156,7 @@ def cmd_table(a) -> int:
     from ..measurement.harness.reader import read_windows, slowdown_table
     from . import log_of
 
-    if a.output:
+    if a.output is not None:
         check_output(a.output, *a.paths)
 
     windows = read_windows(a.paths)

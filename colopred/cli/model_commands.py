@@ -45,20 +45,23 @@ def cmd_predict(a) -> int:
     if len(a.profiles) < 2:
         raise ColopredError("predict needs at least two profiles")
     profiles = load_profiles(a.profiles)
-    names = [p.name for p in profiles]
-    if len(set(names)) != len(names):
-        raise ColopredError("two profiles have the same job name; give each job once")
+    first: dict[str, str] = {}
+    for path, p in zip(a.profiles, profiles):
+        if p.name in first:
+            raise InputError(path, f"holds job {p.name!r}, as {first[p.name]} does: give each job once (to predict two "
+                             "copies of one job, give the copy's profile another \"name\")")
+        first[p.name] = path
     pred = load_predictor(a.model, a.mode, profiles, "predict")
-    if a.observed:
-        from ..runtime.observed import read_observations
-
-        observed = read_observations(a.observed, a.mode, profiles)
-        try:
-            pred = pred.observe(observed)
-        except (ValueError, TypeError) as e:
-            raise ColopredError(f"{a.observed}: {e}") from None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        if a.observed:
+            from ..runtime.observed import read_observations
+
+            observed = read_observations(a.observed, a.mode, profiles)
+            try:
+                pred = pred.observe(observed)
+            except (ValueError, TypeError) as e:
+                raise ColopredError(f"{a.observed}: {e}") from None
         try:
             result = pred.predict(profiles)
         except (ValueError, TypeError) as e:

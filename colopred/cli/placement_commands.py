@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import warnings
 
 from ..errors import ColopredError
 
@@ -24,7 +26,7 @@ def _output(a):
     """The ``-o`` file, checked before any work (:func:`colopred.io.check_output`): never the request itself."""
     from ..io import check_output
 
-    return check_output(a.output, a.request) if a.output else None
+    return check_output(a.output, a.request) if a.output is not None else None
 
 
 def _write(a, out, doc: dict, table: str) -> None:
@@ -50,9 +52,14 @@ def cmd_pack(a) -> int:
         raise ColopredError(f"{a.request}: a pack request needs gpus or n_gpus")
     pred = _predictor(req, a.request)
     try:
-        pl = pred.pack(req.jobs, gpus=req.gpus, max_per_gpu=req.max_per_gpu, max_slowdown=req.max_slowdown, solver=req.solver)
+        with warnings.catch_warnings(record=True) as caught:  # a GPU whose running jobs break a limit, the model's
+            warnings.simplefilter("always")
+            pl = pred.pack(req.jobs, gpus=req.gpus, max_per_gpu=req.max_per_gpu, max_slowdown=req.max_slowdown,
+                           solver=req.solver)
     except ValueError as e:
         raise ColopredError(f"{a.request}: {e}") from None
+    for note in dict.fromkeys(str(w.message) for w in caught):  # one line each, before the result
+        print(f"colopred: warning: {note}", file=sys.stderr)
     lines = [f"mode {req.mode}: {pl.placed} of {len(req.jobs)} jobs placed on {len(pl.gpus)} GPUs, predicted normalised "
              f"throughput {pl.throughput:.2f} ({pl.solver}{', optimal' if pl.optimal else ''})"]
     lines += [f"  {n:<12} {t:5.2f}  {' + '.join(g) if g else '(empty)'}" for n, g, t in zip(pl.gpu_names, pl.gpus, pl.gpu_throughput)]

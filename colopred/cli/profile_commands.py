@@ -75,16 +75,17 @@ def cmd_show(a) -> int:
 
 
 def cmd_retime(a) -> int:
+    from ..constants import MAX_BUSY_FRACTION_FROM_NCU
     from ..io import check_output
     from ..profile import JobProfile
     from . import log_of
 
     check_output(a.output)
     p = JobProfile.from_json(a.profile)
-    try:
-        r = p.retimed(a.iter_ms)
+    try:  # the bound `profile ncu` sets on kernel time per iteration over the iteration time
+        r = p.retimed(a.iter_ms, max_busy_fraction=MAX_BUSY_FRACTION_FROM_NCU)
     except ValueError as e:
-        raise ColopredError(f"{a.profile}: --iter-ms: {e}") from None
+        raise ColopredError(f"{a.profile}: --iter-ms {a.iter_ms:g}: {e}") from None
     r.to_json(a.output)
     log_of(a)(f"wrote {a.output}: {p.name} re-timed from {p.iteration_ms:.2f} ms to {r.iteration_ms:.2f} ms per iteration, "
               f"busy fraction {p.busy_fraction:.3f} -> {r.busy_fraction:.3f}")
@@ -98,6 +99,8 @@ def cmd_add_timeline(a) -> int:
     from ..runtime.sources import timeline_fields_of
     from . import log_of
 
+    if a.iterations is not None and a.iterations < 1:
+        raise ColopredError(f"--iterations must be a positive integer, not {a.iterations}")
     check_output(a.output, a.timeline)
     p = JobProfile.from_json(a.profile)
     new = with_timeline(p, a.timeline, a.iterations)

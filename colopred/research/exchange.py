@@ -38,11 +38,18 @@ importing the table back gives the same training rows, in the same order.
 
 from __future__ import annotations
 
+import bz2
+import csv
+import gzip
+import io
 import json
+import lzma
 import math
 import os
 import re
 import shutil
+import zipfile
+import zlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -122,7 +129,8 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike) -> Path:
 
 # ----------------------------------------------------------------------------------------------- import
 def read_table(path: str | os.PathLike) -> pd.DataFrame:
-    """A collocation table as strings (CSV) or its stored types (Parquet); one InputError if unreadable."""
+    """A collocation table as strings (CSV) or its stored types (Parquet); one InputError if unreadable, truncated
+    (a compressed file cut short, or a CSV whose last row is cut off: :func:`_check_last_row`) or corrupt."""
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "no such file" if not path.exists() else "is a directory, not a table")
@@ -132,13 +140,76 @@ def read_table(path: str | os.PathLike) -> pd.DataFrame:
                 return pd.read_parquet(path)
             except ImportError:
                 raise InputError(path, "reading Parquet needs pyarrow or fastparquet; export the table as CSV") from None
-        return pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True, encoding="utf-8")
+        text = _csv_text(path)
+        df = pd.read_csv(path if text is None else io.StringIO(text), dtype=str, keep_default_na=False,
+                         skipinitialspace=True, encoding="utf-8")
     except InputError:
         raise
     except pd.errors.EmptyDataError:
         raise InputError(path, "empty file: no header row") from None
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as e:
-        raise InputError(path, f"not a readable table ({str(e).splitlines()[0][:80] if str(e) else e.__class__.__name__})") from None
+    except pd.errors.ParserError as e:
+        first = str(e).splitlines()[0] if str(e) else e.__class__.__name__
+        if "EOF inside string" in first:
+            raise InputError(path, "the file ends inside a quoted cell: it is truncated (cut off mid-row)") from None
+        raise InputError(path, f"not a readable table ({first.removeprefix('Error tokenizing data. C error: ')[:80]})") from None
+    except (EOFError, zlib.error, lzma.LZMAError, zipfile.BadZipFile) as e:  # a compressed file pandas opened itself
+        raise InputError(path, f"truncated or corrupt compressed file ({_first_line(e)})") from None
+    except (UnicodeDecodeError, ValueError, OSError) as e:
+        raise InputError(path, f"not a readable table ({_first_line(e)})") from None
+    if text is not None:
+        _check_last_row(path, text, df)
+    return df
+
+
+_DECOMPRESS = {".gz": ("gzip", gzip.decompress), ".bz2": ("bzip2", bz2.decompress), ".xz": ("xz", lzma.decompress)}
+"""Compressions :func:`read_table` undoes itself (pandas infers these from the same suffixes), to check the text."""
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0][:80] if str(e) else e.__class__.__name__
+
+
+def _csv_text(path: Path) -> str | None:
+    """The text of the CSV table at ``path``, decompressed (gzip, bzip2, xz); None for another compression, which
+    pandas reads itself. A compressed file cut short or corrupt is one InputError."""
+    suffix = path.suffix.lower()
+    if suffix in (".zip", ".zst", ".tar", ".tgz"):
+        return None
+    raw = path.read_bytes()
+    if suffix in _DECOMPRESS:
+        kind, decompress = _DECOMPRESS[suffix]
+        try:
+            raw = decompress(raw)
+        except (EOFError, OSError, zlib.error, lzma.LZMAError, ValueError) as e:
+            raise InputError(path, f"truncated or corrupt {kind} file ({_first_line(e)})") from None
+    return raw.decode("utf-8-sig")
+
+
+def _check_last_row(path: Path, text: str, df: pd.DataFrame) -> None:
+    """Refuse a CSV whose last row is cut off (a file truncated mid-row), which pandas would read as a row whose
+    missing cells are blank: a file that ends without a line break in a record (parsed as pandas parses it) with
+    fewer cells than the header, or, in the format :func:`export_table` writes (every line ends with a line break),
+    any last line without its line break."""
+    if df.empty:
+        return
+    header, last = None, None
+    try:
+        for record in csv.reader(io.StringIO(text), skipinitialspace=True):
+            if record:
+                if header is None:
+                    header = record
+                last = record
+    except csv.Error:  # a record pandas reads but the csv module does not (e.g. a cell over its size limit): no check
+        return
+    n, have = len(header), len(last)
+    ends_line = text.endswith(("\n", "\r"))
+    row = len(df)
+    if have < n and not ends_line:  # (a short row that ends its line is written so: pandas reads its missing cells blank)
+        raise InputError(path, f"its last row (row {row}) is cut off after {have} of the header's {n} cells: "
+                               "the file is truncated")
+    if not ends_line and header == TABLE_COLUMNS:
+        raise InputError(path, f"its last row (row {row}) is cut off: the file does not end with a line break, as every "
+                               "table `colopred export` writes does (truncated? if the row is whole, add the line break)")
 
 
 def _number(v: Any) -> float | None:

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..io import read_text_input
 from ..profile import JobProfile
 from ..runtime.placement import Gpu, place
 
@@ -78,10 +79,7 @@ def read_gavel_trace(path: str | Path, max_jobs: int | None = None) -> list[Trac
     arrival time in s, GPUs), mapped to zoo jobs; types without a mapping are refused."""
     path = Path(path)
     jobs = []
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as e:
-        raise InputError(path, f"cannot read: {e.__class__.__name__}") from None
+    lines = read_text_input(path, "Gavel trace").splitlines()
     for n, line in enumerate(lines, 1):
         cols = line.split("\t")
         if len(cols) != 7:

@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..constants import MAX_SET_SIZE, OBSERVED_OFFSET_SHARE, OBSERVED_PRIOR_WEIGHT, SLOWDOWN_FLOOR
+from ..constants import (MAX_SET_SIZE, OBSERVED_OFFSET_SHARE, OBSERVED_PRIOR_WEIGHT, OBSERVED_SLOWDOWN_MIN,
+                         OBSERVED_SLOWDOWN_UNSEEN, SLOWDOWN_FLOOR)
 from ..errors import SchemaError
 from ..io import read_json
 from ..profile import JobProfile
@@ -58,9 +60,22 @@ class Observation:
             raise ValueError(f"an observation needs 2 to {MAX_SET_SIZE} jobs, not {len(self.profiles)}")
         if len(self.slowdowns) != len(self.profiles):
             raise ValueError(f"an observation of {len(self.profiles)} jobs has {len(self.slowdowns)} slowdowns")
+        names = [p.name for p in self.profiles]
+        twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+        if twice is not None:
+            raise ValueError(f"job {twice!r} appears twice in one observation (give each job that ran once)")
         bad = [s for s in self.slowdowns if not (math.isfinite(s) and s > 0)]
         if bad:
             raise ValueError(f"a measured slowdown must be a positive number, not {bad[0]!r}")
+        low = [(p.name, s) for p, s in zip(self.profiles, self.slowdowns) if s < OBSERVED_SLOWDOWN_MIN]
+        if low:
+            raise ValueError(f"job {low[0][0]!r}: a measured slowdown of {low[0][1]:g} would mean it ran {1 / low[0][1]:.3g}x "
+                             f"faster beside others than alone; below {OBSERVED_SLOWDOWN_MIN} it is taken for an error "
+                             "(slowdown = collocated / solo iteration time)")
+        high = [(p.name, s) for p, s in zip(self.profiles, self.slowdowns) if s > OBSERVED_SLOWDOWN_UNSEEN]
+        if high:
+            warnings.warn(f"job {high[0][0]!r}: a measured slowdown of {high[0][1]:g} is beyond any measured in training "
+                          f"(above {OBSERVED_SLOWDOWN_UNSEEN:g}); check it is collocated / solo iteration time", stacklevel=3)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,11 @@ Objective, lexicographic: place as many jobs as the limits allow, then maximise 
 normalised throughput of each GPU's set (:func:`colopred.runtime.outcome.normalised_throughput`; a job alone
 counts 1). A set is allowed on a GPU if it fits in the GPU's free memory, holds at most ``max_per_gpu`` jobs
 (those already running there included) and no job's predicted slowdown exceeds ``max_slowdown``. Jobs that no
-allowed set can take come back queued, each with its reason.
+allowed set can take come back queued, each with its reason: the limits that keep it off each GPU beside the
+jobs placed there (``max_per_gpu``, memory, ``max_slowdown``; only those that bind). A GPU whose running jobs
+already break a limit (more than ``max_per_gpu``, more memory than it has, a predicted slowdown above
+``max_slowdown``) is not an error: it keeps them, takes no new job, and a ``UserWarning`` names the GPU and the
+limit (``colopred pack`` prints it as a ``colopred: warning:`` line).
 
 Two strategies, both scoring candidate sets in batches through ``Scorer`` (``Predictor.slowdown_index``):
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
@@ -66,7 +71,7 @@ class Scorer(Protocol):
 class Gpu:
     """A GPU to place jobs on: its name, the memory its colopred jobs may use, running ones included (None: the
     jobs' GPU memory), and the jobs already running there (pinned: they stay, and count towards ``max_per_gpu``,
-    memory and ``max_slowdown``)."""
+    memory and ``max_slowdown``; where they already break one, the GPU takes no new job and a warning says so)."""
 
     name: str
     memory_gib: float | None = None
@@ -100,6 +105,10 @@ class Placement:
                 "placed": self.placed, "solver": self.solver, "optimal": self.optimal}
 
 
+KINDS = ("full", "memory", "slowdown", "unpredictable", "allowed")
+"""Why a queued job does not join a GPU's set, in the order a reason names them."""
+
+
 class _Problem:
     """Jobs, GPUs and limits, with every set value asked of the scorer cached by (GPU class, members)."""
 
@@ -118,6 +127,54 @@ class _Problem:
         self.free = [i for i in range(len(self.jobs)) if i not in pinned]
         self.memory = np.array([g.memory_gib if g.memory_gib is not None else self.default_memory for g in self.gpus])
         self.cache: dict[tuple[float, tuple[int, ...]], float] = {}
+        self.weight = 2.0 * (len(self.jobs) + 1)  # a placed job outweighs any difference in throughput
+        self.closed = self._closed()
+        self.open = [g for g in range(len(self.gpus)) if g not in self.closed]
+
+    def _closed(self) -> dict[int, str]:
+        """The GPUs whose running jobs already break a limit, each with the warning that says which: they keep
+        their running jobs and take no new job."""
+        pinned = [g for g, r in enumerate(self.running) if r]
+        if not pinned:
+            return {}
+        values = self.values([self.running[g] for g in pinned], np.array(pinned, dtype=np.int64))
+        out = {}
+        for g, v in zip(pinned, values):
+            if np.isfinite(v):
+                continue
+            run = self.running[g]
+            need = outcome.memory_need_gib(self.peak[list(run)])
+            s = self._slowdowns([run])[0]
+            if len(run) > self.max_per_gpu:
+                why = f"its {len(run)} running jobs already exceed max_per_gpu {self.max_per_gpu}"
+            elif need > self.memory[g]:
+                why = (f"its running jobs need {need:.1f} GiB, more than its "
+                       f"{'memory_gib' if self.gpus[g].memory_gib is not None else 'memory'} ({self.memory[g]:.1f} GiB)")
+            elif np.isnan(s).any():
+                why = "the model cannot predict its running jobs together"
+            else:
+                why = f"its running jobs are predicted to slow down to {np.max(s):.2f}, above max_slowdown {self.max_slowdown:g}"
+            out[g] = f"GPU {self.gpus[g].name}: {why}; it keeps them and takes no new job"
+        return out
+
+    def _slowdowns(self, groups: list[tuple[int, ...]]) -> list[np.ndarray]:
+        """The predicted slowdown of each member of each group (1 for a job alone), limits aside."""
+        out: list[np.ndarray] = [np.ones(len(g)) for g in groups]
+        multi = [k for k, g in enumerate(groups) if len(g) >= 2]
+        if multi:
+            sizes = np.array([len(groups[k]) for k in multi], dtype=np.int64)
+            flat = np.fromiter((j for k in multi for j in groups[k]), dtype=np.int64, count=int(sizes.sum()))
+            s = self.scorer.slowdown_index(self.jobs, padded(flat, sizes, width=int(sizes.max())))
+            for row, k in enumerate(multi):
+                out[k] = s[row, : len(groups[k])]
+        return out
+
+    def objective(self, groups: Sequence[Sequence[int]]) -> float:
+        """The lexicographic value of a placement over the GPUs that can take jobs: ``weight`` per job placed plus
+        the predicted throughput (-inf where a set breaks a limit)."""
+        g = np.array(self.open, dtype=np.int64)
+        values = self.values([tuple(groups[k]) for k in self.open], g)
+        return float(np.sum(values + self.weight * np.array([len(groups[k]) for k in self.open])))
 
     def values(self, groups: list[tuple[int, ...]], gpu: np.ndarray) -> np.ndarray:
         """Predicted throughput of each group (job indices) on GPU ``gpu[i]``, -inf where a limit forbids it. Each
@@ -152,18 +209,77 @@ class _Problem:
 
     def result(self, groups: list[tuple[int, ...]], solver: str, optimal: bool) -> Placement:
         values = self.values(groups, np.arange(len(groups)))
+        for g in self.closed:  # its running jobs as they run, limits aside
+            values[g] = float(outcome.normalised_throughput(self._slowdowns([groups[g]])[0]))
         placed = {i for g in groups for i in g}
-        queued = {self.jobs[i].name: self.queue_reason(i) for i in self.free if i not in placed}
+        queued = self.queue_reasons(groups, [i for i in self.free if i not in placed])
         return Placement(tuple(g.name for g in self.gpus), tuple(tuple(self.jobs[i].name for i in g) for g in groups),
-                         tuple(float(v) for v in values), queued, solver, optimal)
+                         tuple(float(v) for v in values), {self.jobs[i].name: r for i, r in queued.items()}, solver, optimal)
 
-    def queue_reason(self, i: int) -> str:
-        p = self.jobs[i]
-        need = outcome.memory_need_gib([p.peak_memory_gib])
-        if need > self.memory.max(initial=0.0):
-            return f"needs {need:.1f} GiB, more than any GPU has free ({self.memory.max(initial=0.0):.1f} GiB)"
-        return ("no GPU has room for it under the limits (max_per_gpu, memory, max_slowdown) beside the jobs placed "
-                "before it")
+    def queue_reasons(self, groups: list[tuple[int, ...]], queued: list[int]) -> dict[int, str]:
+        """Why each queued job joins no GPU beside the jobs placed there: per GPU the first limit it would break
+        (``max_per_gpu``, then memory, then ``max_slowdown``), summed up over the GPUs; only limits that bind."""
+        if not queued:
+            return {}
+        m = len(self.gpus)
+        need_job = outcome.memory_need_gib(self.peak[queued][:, None])
+        used = np.array([outcome.memory_need_gib(self.peak[list(g)]) if g else 0.0 for g in groups])
+        full = np.array([len(g) >= self.max_per_gpu for g in groups])
+        short = used[None, :] + need_job[:, None] > self.memory[None, :]  # queued job x GPU
+        # per (job, GPU): "full", "memory", "slowdown" (with the worst predicted slowdown), "unpredictable", "allowed"
+        kind: dict[tuple[int, int], str] = {}
+        worst: dict[tuple[int, int], float] = {}
+        for r in range(len(queued)):
+            for g in range(m):
+                if full[g]:
+                    kind[r, g] = "full"
+                elif short[r, g]:
+                    kind[r, g] = "memory"
+        check = [(r, g) for r in range(len(queued)) for g in range(m) if (r, g) not in kind]
+        for (r, g), s in zip(check, self._slowdowns([groups[g] + (queued[r],) for r, g in check])):
+            if np.isnan(s).any():
+                kind[r, g] = "unpredictable"
+            elif self.max_slowdown is not None and np.max(s) > self.max_slowdown:
+                kind[r, g], worst[r, g] = "slowdown", float(np.max(s))
+            else:
+                kind[r, g] = "allowed"
+        out = {}
+        for r, i in enumerate(queued):
+            by: dict[str, list[int]] = {}
+            for g in range(m):
+                by.setdefault(kind[r, g], []).append(g)
+            need = float(need_job[r])
+            free = max(float(np.max(self.memory[by["memory"]] - used[by["memory"]])), 0.0) if "memory" in by else 0.0
+            if need > self.memory.max():
+                out[i] = f"needs {need:.1f} GiB, more than any GPU has ({self.memory.max():.1f} GiB at most)"
+                continue
+            if set(by) == {"full"}:
+                out[i] = f"no room: every GPU is at max_per_gpu ({self.max_per_gpu} jobs)"
+                continue
+            if set(by) == {"memory"}:
+                out[i] = f"fits in no GPU's free memory beside the jobs placed there (needs {need:.1f} GiB, at most {free:.1f} GiB free)"
+                continue
+            if set(by) == {"slowdown"}:
+                best = min(worst[r, g] for g in by["slowdown"])
+                out[i] = (f"any placement would break max_slowdown {self.max_slowdown:g} (beside the jobs placed on each GPU, "
+                          f"a predicted slowdown of {best:.2f} at best)")
+                continue
+            parts = []
+            for k, gs in sorted(by.items(), key=lambda kv: KINDS.index(kv[0])):
+                who = ", ".join(self.gpus[g].name for g in gs) if len(gs) <= 3 else f"{len(gs)} GPUs"
+                if k == "full":
+                    parts.append(f"{who} at max_per_gpu ({self.max_per_gpu} jobs)")
+                elif k == "memory":
+                    parts.append(f"{who} short of memory (needs {need:.1f} GiB, at most {free:.1f} GiB free)")
+                elif k == "slowdown":
+                    best = min(worst[r, g] for g in gs)
+                    parts.append(f"{who} over max_slowdown {self.max_slowdown:g} with it (predicted slowdown {best:.2f} at best)")
+                elif k == "unpredictable":
+                    parts.append(f"{who} with jobs the model cannot predict it beside")
+                else:  # pragma: no cover - the solvers leave no job queued beside a GPU that can take it
+                    parts.append(f"{who} could take it, but the solver left it queued")
+            out[i] = "no GPU can take it beside the jobs placed there: " + "; ".join(parts)
+        return out
 
 
 def _exact(pb: _Problem) -> list[tuple[int, ...]]:
@@ -172,9 +288,11 @@ def _exact(pb: _Problem) -> list[tuple[int, ...]]:
     from scipy.sparse import lil_matrix
 
     n_free = len(pb.free)
+    out: list[tuple[int, ...]] = list(pb.running)  # a GPU whose running jobs break a limit keeps them alone
     # GPU classes: each GPU with running jobs alone; empty GPUs of equal free memory together.
     classes: dict[tuple, list[int]] = {}
-    for g, run in enumerate(pb.running):
+    for g in pb.open:
+        run = pb.running[g]
         key = ("pinned", g) if run else ("empty", float(pb.memory[g]))
         classes.setdefault(key, []).append(g)
     cand_groups, cand_class, cand_gpu = [], [], []
@@ -188,10 +306,12 @@ def _exact(pb: _Problem) -> list[tuple[int, ...]]:
                 cand_gpu.append(members[0])
     values = pb.values(cand_groups, np.array(cand_gpu, dtype=np.int64))
     keep = np.flatnonzero(np.isfinite(values))
+    if not len(keep):  # no job fits anywhere, and no GPU with running jobs to keep: nothing to choose
+        return out
     groups = [cand_groups[i] for i in keep]
-    cls = np.array(cand_class)[keep]
+    cls = np.array(cand_class, dtype=np.int64)[keep]
     # place as many jobs as possible first: each placed job is worth more than any difference in throughput
-    weight = 2.0 * (len(pb.jobs) + 1)
+    weight = pb.weight
     free_pos = {j: r for r, j in enumerate(pb.free)}
     gain = np.array([values[i] + weight * sum(1 for j in cand_groups[i] if j in free_pos) for i in keep])
     A = lil_matrix((n_free + len(classes), len(groups)))
@@ -208,9 +328,8 @@ def _exact(pb: _Problem) -> list[tuple[int, ...]]:
             lower[n_free + c] = 1  # a GPU with running jobs keeps a set (its running jobs at least)
     res = milp(-gain, constraints=LinearConstraint(A.tocsr(), lower, upper), integrality=np.ones(len(groups)),
                bounds=Bounds(0, 1))
-    if res.x is None:  # pragma: no cover - the empty choice is always feasible unless a pinned set breaks a limit
-        raise ValueError(f"no placement satisfies the limits: {res.message}")
-    out: list[tuple[int, ...]] = [()] * len(pb.gpus)
+    if res.x is None:  # pragma: no cover - feasible: running sets alone (open GPUs' break no limit) and empty GPUs
+        raise RuntimeError(f"the placement integer program failed: {res.message}")
     by_class = {c: list(members) for c, (_, members) in enumerate(classes.items())}
     for v in np.flatnonzero(res.x > 0.5):
         out[by_class[cls[v]].pop(0)] = groups[v]
@@ -260,10 +379,19 @@ def _heuristic(pb: _Problem, rounds: int = LOCAL_SEARCH_ROUNDS, seed: int = 0) -
         for g, i in zip(empty, free):
             groups[g] = [i]
         left = free[len(empty):]
+    # A set that breaks a limit on its GPU (a job too large for it alone, a pair chosen on the largest empty GPU
+    # put on a smaller one) gives its jobs back to the layers, which place them only where they fit.
+    current = pb.values([tuple(g) for g in groups], np.arange(m))
+    back = {i for g in pb.open if not np.isfinite(current[g]) for i in groups[g] if i not in pb.running[g]}
+    if back:
+        for g in pb.open:
+            groups[g] = [i for i in groups[g] if i not in back]
+        back.update(left)
+        left = [i for i in free if i in back]
     # Layers: each round gives every group at most one more job, by an optimal assignment on the predicted gain.
     while left:
         current = pb.values([tuple(g) for g in groups], np.arange(m))
-        open_groups = [g for g in range(m) if len(groups[g]) < pb.max_per_gpu]
+        open_groups = [g for g in pb.open if len(groups[g]) < pb.max_per_gpu]
         if not open_groups:
             break
         cand = [(r, g) for r in range(len(left)) for g in open_groups]
@@ -282,7 +410,38 @@ def _heuristic(pb: _Problem, rounds: int = LOCAL_SEARCH_ROUNDS, seed: int = 0) -
             groups[g].append(left[r])
         took = {r for r, _ in placed}
         left = [j for r, j in enumerate(left) if r not in took]
-    return _local_search(pb, groups, left, rounds, np.random.default_rng(seed))
+    groups = _local_search(pb, groups, left, rounds, np.random.default_rng(seed))
+    return _fill(pb, groups)
+
+
+def _fill(pb: _Problem, groups: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """Queued jobs into GPUs that can still take them, best gain first (one job per GPU and pass), until none can:
+    the local search samples its moves on large instances, and no job may stay queued beside a GPU that takes it."""
+    out = [list(g) for g in groups]
+    placed = {i for g in out for i in g}
+    queue = [i for i in pb.free if i not in placed]
+    while queue:
+        room = [g for g in pb.open if len(out[g]) < pb.max_per_gpu]
+        if not room:
+            break
+        current = pb.values([tuple(out[g]) for g in room], np.array(room, dtype=np.int64))
+        cand = [(q, k) for q in queue for k in range(len(room))]
+        gpu = np.array([room[k] for _, k in cand], dtype=np.int64)
+        gain = pb.values([tuple(out[room[k]] + [q]) for q, k in cand], gpu) - current[[k for _, k in cand]]
+        took: set[int] = set()
+        used: set[int] = set()
+        for v in np.argsort(-gain, kind="stable"):
+            if not np.isfinite(gain[v]):
+                break
+            q, k = cand[v]
+            if q not in took and k not in used:
+                out[room[k]].append(q)
+                took.add(q)
+                used.add(k)
+        if not took:
+            break
+        queue = [q for q in queue if q not in took]
+    return [tuple(g) for g in out]
 
 
 def _local_search(pb: _Problem, groups: list[list[int]], queue: list[int], rounds: int, rng) -> list[tuple[int, ...]]:
@@ -293,14 +452,16 @@ def _local_search(pb: _Problem, groups: list[list[int]], queue: list[int], round
     m = len(groups)
     Q = m  # the queue's group number
     movable = set(pb.free)
-    weight = 2.0 * (len(pb.jobs) + 1)
+    weight = pb.weight
+    counted = np.zeros(m + 1, dtype=bool)  # the queue and GPUs that keep their running jobs alone count 0
+    counted[pb.open] = True
 
     def members(g: int) -> list[int]:
         return queue if g == Q else groups[g]
 
     def value(gs: list[tuple[int, ...]], where: np.ndarray) -> np.ndarray:
         out = np.zeros(len(gs))
-        real = where != Q
+        real = counted[where]
         if real.any():
             sub = [gs[i] for i in np.flatnonzero(real)]
             out[real] = pb.values(sub, where[real]) + weight * np.array([len(t) for t in sub])
@@ -308,7 +469,7 @@ def _local_search(pb: _Problem, groups: list[list[int]], queue: list[int], round
 
     for _ in range(rounds):
         current = value([tuple(members(g)) for g in range(m + 1)], np.arange(m + 1))
-        room = [g for g in range(m) if len(groups[g]) < pb.max_per_gpu]
+        room = [g for g in pb.open if len(groups[g]) < pb.max_per_gpu]
         jobs = [(a, g) for g in range(m + 1) for a in members(g) if a in movable]
         n_moves, n_swaps = len(jobs) * len(room), len(jobs) * (len(jobs) - 1) // 2
         if n_moves + n_swaps <= SWAPS_PER_ROUND:
@@ -389,17 +550,17 @@ def place(scorer: Scorer, jobs: Sequence[JobProfile], gpus: Sequence[Gpu], max_p
     if solver not in ("auto", "exact", "heuristic"):
         raise ValueError(f"unknown solver {solver!r} (auto, exact or heuristic)")
     pb = _Problem(scorer, jobs, gpus, max_per_gpu, max_slowdown)
+    for message in pb.closed.values():
+        warnings.warn(message, UserWarning, stacklevel=3)  # to Predictor.pack's caller
     exact = solver == "exact" or (solver == "auto" and len(pb.free) <= EXACT_MAX_JOBS)
     if exact:
         groups = _exact(pb)
     else:
         starts = HEURISTIC_RESTARTS if len(pb.free) <= RESTARTS_MAX_JOBS else 1
-        weight = 2.0 * (len(pb.jobs) + 1)
-        best, best_value = None, -np.inf
+        groups, best_value = _heuristic(pb, seed=0), -np.inf
         for seed in range(starts):
-            g = _heuristic(pb, seed=seed)
-            v = float(np.sum(pb.values(g, np.arange(len(g))) + weight * np.array([len(x) for x in g])))
+            g = groups if seed == 0 else _heuristic(pb, seed=seed)
+            v = pb.objective(g)
             if v > best_value + MIN_GAIN:
-                best, best_value = g, v
-        groups = best
+                groups, best_value = g, v
     return pb.result(groups, "exact" if exact else "heuristic", exact)

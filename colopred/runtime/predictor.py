@@ -125,6 +125,14 @@ class Predictor:
     prior_weight: float | None = None
     """n₀ of the offsets' weight k / (k + n₀); None: ``constants.OBSERVED_PRIOR_WEIGHT`` of the mode."""
 
+    def __repr__(self) -> str:
+        """One line: mode, profile source, GPU and training data (the manifest and trees are attributes)."""
+        m = self.manifest
+        trained = f", {m['n_sets']} sets of {len(m.get('jobs') or [])} jobs" if "n_sets" in m else ""
+        seen = f", {len(self.offsets)} observed jobs" if self.offsets else ""
+        return (f"Predictor(mode={self.mode!r}, profile_source={m.get('profile_source', 'ncu')!r}, "
+                f"gpu={m.get('gpu')!r}{trained}{seen})")
+
     # ------------------------------------------------------------------ loading
     @classmethod
     def default(cls, mode: str = "mps", source: str = "ncu") -> "Predictor":
@@ -206,7 +214,9 @@ class Predictor:
                 return
 
     def predict(self, profiles: Sequence[JobProfile]) -> Prediction:
-        """Slowdown of each job when ``profiles`` run together."""
+        """Slowdown of each job when ``profiles`` (two or more jobs) run together. A job alone runs at slowdown 1:
+        :meth:`predict_many` accepts such one-job sets so that a placement's GPUs holding one job can be scored
+        beside the others; here one job is refused as a likely mistake."""
         profiles = check_predict(self, profiles)
         if len(profiles) < 2:
             raise ValueError("a collocation needs at least two jobs")

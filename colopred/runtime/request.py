@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..constants import MODES
+from ..constants import MAX_BUSY_FRACTION_FROM_NCU, MODES
 from ..errors import SchemaError
 from ..io import read_json
 from ..profile import JobProfile
@@ -77,7 +77,11 @@ def _job(path: Path, where: str, entry: Any) -> JobProfile:
             raise SchemaError(path, f"{where}.name must be a non-empty string")
         p = p.with_(name=entry["name"])
     if "iteration_ms" in entry:
-        p = p.retimed(_number(path, f"{where}.iteration_ms", entry["iteration_ms"], minimum=0, strict=True))
+        t = _number(path, f"{where}.iteration_ms", entry["iteration_ms"], minimum=0, strict=True)
+        try:  # the bound `profile ncu` and `profile retime` set: beyond it the time (or its unit) is wrong
+            p = p.retimed(t, max_busy_fraction=MAX_BUSY_FRACTION_FROM_NCU)
+        except ValueError as e:
+            raise SchemaError(path, f"{where}.iteration_ms {t:g}: {e}") from None
     return p
 
 

@@ -8,6 +8,7 @@ never finished and will be measured again) and never touches complete records.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import platform
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ...errors import InputError
+from ...io import read_text_input
 
 # Harness versions (docs/formats.md): 1.1 records the host; 1.2 the GPU's UUID (device leases share a
 # hostname, so the host alone does not tell machines apart); 1.3 a ``run_id`` per invocation of a campaign
@@ -88,13 +90,7 @@ class RecordWriter:
 def iter_records(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
     """Complete records of a JSONL file; a partial last line (interrupted write) is skipped."""
     path = Path(path)
-    if not path.exists():
-        raise InputError(path, "no such file")
-    try:
-        with path.open("r", encoding="utf-8") as f:
-            lines = f.readlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(path, f"cannot read ({getattr(e, 'strerror', None) or e.__class__.__name__})") from None
+    lines = io.StringIO(read_text_input(path, "JSONL record file")).readlines()
     for n, line in enumerate(lines, 1):
         if not line.endswith("\n"):
             if n == len(lines):

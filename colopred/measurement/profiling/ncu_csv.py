@@ -113,12 +113,33 @@ def _locate_header(path: Path, data: bytes) -> tuple[int, int]:
         return 0, 0
     at = data.find(b"\n" + _HEADER_PREFIX)
     if at < 0:
+        error = _ncu_error(data)
+        if error is not None:  # ncu failed and wrote its error where the table would be: that is the cause
+            raise InputError(path, f'no ncu CSV header found: ncu reported an error: "{error}"')
         raise InputError(
             path,
             "no ncu CSV header found (expected a row starting with \"ID\",\"Process ID\"; "
             "was the report written with `ncu --csv --page raw`?)",
         )
     return data.count(b"\n", 0, at + 1), at + 1
+
+
+NCU_ERROR_CHARS = 200
+"""How much of ncu's own ``==ERROR==`` line a message quotes: the longest recorded, application replay's
+"Unexpected number of profiled kernels..." (tests/fixtures/ncu_app_replay_error.csv.gz), is 182 characters."""
+
+
+def _ncu_error(data: bytes) -> str | None:
+    """The first ``==ERROR==`` line ncu wrote in ``data`` (trimmed to NCU_ERROR_CHARS), or None."""
+    if data.startswith(b"==ERROR=="):
+        at = 0
+    else:
+        at = data.find(b"\n==ERROR==")
+        if at < 0:
+            return None
+        at += 1
+    line = _split_line(data, at)[0].decode("utf-8", errors="replace").strip()
+    return line if len(line) <= NCU_ERROR_CHARS else line[: NCU_ERROR_CHARS - 3] + "..."
 
 
 def _parse_row(path: Path, line: bytes, what: str) -> list[str]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import json
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -152,15 +153,10 @@ def _load(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     path = Path(path)
     trace = None
     if not path.is_file():
-        raise InputError(path, "no such file")
+        raise InputError(path, "is a directory, not a timeline file" if path.is_dir() else "no such file")
     name = path.name.lower()
     if name.endswith((".json", ".json.gz")):
-        try:
-            opener = gzip.open if name.endswith(".gz") else open
-            with opener(path, "rt") as f:
-                trace = json.load(f)
-        except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-            raise InputError(path, f"not a readable Chrome trace ({e.__class__.__name__})") from None
+        trace = _read_trace(path, gzipped=name.endswith(".gz"))
         if not isinstance(trace, dict) or "traceEvents" not in trace:
             raise InputError(path, "not a Chrome trace (no traceEvents)")
         try:
@@ -168,10 +164,20 @@ def _load(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
         except ValueError as e:
             raise InputError(path, str(e)) from None
     elif name.endswith((".csv", ".csv.gz")):
+        what = "not a readable timeline table"
         try:
             df = read_timeline(path)
-        except (OSError, EOFError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-            raise InputError(path, f"not a readable timeline table ({e.__class__.__name__})") from None
+        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+            raise InputError(path, f"{what}: truncated or corrupt gzip file ({_first_line(e)})") from None
+        except UnicodeDecodeError as e:
+            raise InputError(path, f"{what}: not UTF-8 text ({e.reason})") from None
+        except OSError as e:
+            raise InputError(path, f"cannot read ({e.strerror or e.__class__.__name__})") from None
+        except pd.errors.EmptyDataError:
+            raise InputError(path, f"{what}: the file is empty (no header row)") from None
+        except pd.errors.ParserError as e:
+            detail = _first_line(e).removeprefix("Error tokenizing data. C error: ")
+            raise InputError(path, f"{what}: its rows do not parse as CSV ({detail})") from None
         for col in ("start_us", "dur_us"):
             v = pd.to_numeric(df[col], errors="coerce")
             bad = ~np.isfinite(v.to_numpy(dtype=float)) | (v.to_numpy(dtype=float) < 0 if col == "dur_us" else False)
@@ -185,6 +191,37 @@ def _load(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     if not (df["kind"] == "kernel").any():
         raise NoKernelError(path, "no GPU kernel in the timeline (trace with torch.profiler's CUDA activity)")
     return df, trace
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0][:100] if str(e).strip() else e.__class__.__name__
+
+
+def _read_trace(path: Path, gzipped: bool) -> Any:
+    """The JSON document of the Chrome trace at ``path``; one InputError saying in words why it is unreadable."""
+    what = "not a readable Chrome trace"
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise InputError(path, f"cannot read ({e.strerror or e.__class__.__name__})") from None
+    if gzipped:
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as e:
+            raise InputError(path, f"{what}: truncated or corrupt gzip file ({_first_line(e)})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        hint = " (it is gzip-compressed: name it .json.gz)" if raw[:2] == b"\x1f\x8b" else ""
+        raise InputError(path, f"{what}: not UTF-8 text (byte {raw[e.start]:#04x} at offset {e.start}){hint}") from None
+    del raw
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        cut = "; the file ends there: truncated?" if e.pos >= len(text.rstrip()) else ""
+        raise InputError(path, f"{what}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno}{cut})") from None
+    except RecursionError:
+        raise InputError(path, f"{what}: not valid JSON (nested too deeply)") from None
 
 
 def overlap_of(path: str | Path) -> float:
@@ -314,6 +351,8 @@ def fields_for_profile(path: str | Path, source: str, iterations: int | None = N
     from ...runtime.sources import timeline_fields_of
 
     path = Path(path)
+    if iterations is not None and (isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1):
+        raise InputError(None, f"--iterations must be a positive integer, not {iterations!r}")
     timeline, trace = _load(path)
     overlap = round(stream_overlap(timeline), 6)
     if source != "nvml":
@@ -326,7 +365,7 @@ def fields_for_profile(path: str | Path, source: str, iterations: int | None = N
         except (OSError, ValueError):
             raise InputError(meta_path, "unreadable or missing: a GPM profile needs the timeline's iterations and GPU "
                                         "(colopred profile timeline writes this file beside the table)") from None
-        iterations = iterations or meta.get("iterations")
+        iterations = iterations if iterations is not None else meta.get("iterations")
         device = meta.get("device_properties")
     else:
         device = device_properties(trace)
