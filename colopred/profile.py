@@ -133,6 +133,8 @@ class JobProfile:
         if d.get("schema") != SCHEMA:
             raise SchemaError(path, f"not a colopred profile (schema is {_short(d.get('schema'))}, expected {SCHEMA!r})")
         version = d.get("schema_version")
+        if "schema_version" not in d:
+            raise SchemaError(path, f"has no schema_version (this colopred reads profiles of version {SCHEMA_VERSION})")
         if version != SCHEMA_VERSION:
             raise SchemaError(
                 path, f"profile schema version {_short(version)} is not supported (this colopred reads version {SCHEMA_VERSION})"

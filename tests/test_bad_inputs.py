@@ -537,7 +537,9 @@ CASES = [
     ("import-column-spec", table(TABLE_A, TABLE_B), [*IMPORT, "--column", "solo_ms"], "--column 'solo_ms': expected OURS=THEIRS"),
     ("import-column-unknown", table(TABLE_A, TABLE_B), [*IMPORT, "--column", "bogus=job"], "bogus is not a column of the format"),
     ("import-column-absent", table(TABLE_A, TABLE_B), [*IMPORT, "--column", "job=worker"], "the table has no column 'worker'"),
-    ("import-profiles-missing", table(TABLE_A, TABLE_B), [*IMPORT, "--profiles", "{w}/nope"], "nope: no profile JSON files"),
+    ("import-profiles-missing", table(TABLE_A, TABLE_B), [*IMPORT, "--profiles", "{w}/nope"], "nope: no such folder of profiles"),
+    ("import-profiles-file", table(TABLE_A, TABLE_B), [*IMPORT, "--profiles", "{w}/p1.json"], "p1.json: is a file: give the folder"),
+    ("import-profiles-empty", table(TABLE_A, TABLE_B), [*IMPORT, "--profiles", "{w}/adir"], "adir: no profile JSON files"),
     ("import-parquet-engine", write("t.parquet", b"PAR1"), ["import", "{w}/t.parquet", "--out", "{w}/ds"], "t.parquet"),
     # ---- export
     ("export-missing", nothing, ["export", "{w}/nope", "-o", "{w}/out.csv"], "nope: no such file or directory"),

@@ -159,3 +159,37 @@ def test_an_empty_output_name_is_refused_not_ignored(tmp_path, capsys, cmd):
     camp = Path(__file__).resolve().parents[1] / "datasets" / "h100" / "campaigns" / "h100-c1"
     assert main([c.format(req=req, camp=camp) for c in cmd] + ["-o", ""]) == 2
     assert capsys.readouterr().err.strip() == "colopred: error: the output path is empty: give a file name"
+
+
+def test_profile_show_reads_every_file_before_printing(tmp_path, capsys):
+    assert main(["profile", "show", str(A), str(tmp_path / "missing.json")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "missing.json: no such file" in err
+
+
+def test_a_profile_without_a_schema_version_says_so(tmp_path, capsys):
+    doc = json.loads(A.read_text())
+    del doc["schema_version"]
+    p = tmp_path / "old.json"
+    p.write_text(json.dumps(doc))
+    assert main(["profile", "show", str(p)]) == 2
+    assert "old.json: has no schema_version" in capsys.readouterr().err
+
+
+def test_simulate_away_from_the_checkout_says_where_its_default_trace_lives(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["simulate"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "0e4a51.trace: not found: the default ships with colopred's source checkout" in err[0]
+    assert "give --trace FILE" in err[0]
+
+
+def test_a_field_of_the_other_kind_of_request_is_named_not_ignored(tmp_path, capsys):
+    req = tmp_path / "rank.json"
+    req.write_text(json.dumps({"schema": "colopred.placement_request", "mode": "mps", "job": {"profile": str(A)},
+                               "candidates": [{"profile": str(B)}], "jobs": [{"profile": str(A)}]}))
+    assert main(["rank", str(req)]) == 2
+    err = capsys.readouterr().err
+    assert "rank.json: jobs: not a field of a rank request" in err and "given twice" not in err
+    assert main(["pack", str(req)]) == 2
+    assert "candidates, job: not a field of a pack request" in capsys.readouterr().err

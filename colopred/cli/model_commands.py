@@ -11,6 +11,9 @@ import warnings
 from ..constants import MODES
 from ..errors import ColopredError, InputError
 
+DEFAULT_TRACE = "datasets/traces/gavel-msr/0e4a51.trace"
+DEFAULT_DATA = "datasets/h100"
+
 
 def _modes(text: str) -> tuple[str, ...]:
     """``--modes``: a comma-separated list of known modes."""
@@ -128,6 +131,12 @@ def cmd_simulate(a) -> int:
             raise ColopredError(f"--gpus: {x!r} is not a number of GPUs") from None
     if not counts or min(counts) < 1:
         raise ColopredError("--gpus: give one or more positive numbers of GPUs, comma separated")
+    from pathlib import Path
+
+    for given, default, what in ((a.trace, DEFAULT_TRACE, "--trace FILE (a Gavel msr trace)"),
+                                 (a.data, DEFAULT_DATA, "--data FOLDER (measured sets and profiles)")):
+        if given == default and not Path(default).exists():  # the defaults are folders of the source checkout
+            raise InputError(default, f"not found: the default ships with colopred's source checkout (run from it), or give {what}")
     table = run_study(a.data, a.trace, counts, a.out, modes=_modes(a.modes), max_per_gpu=a.max_per_gpu, log=log_of(a))
     print(table.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
     return 0
@@ -171,8 +180,8 @@ def add_commands(sub) -> None:
     p = command(sub, "simulate", "replay a cluster trace under four placement policies (outcomes from measurements)", cmd_simulate,
                 "Replay a Gavel/Philly trace: one job per GPU, random packing, utilisation-threshold packing and "
                 "colopred-guided packing, with co-located jobs running at their measured slowdowns.")
-    p.add_argument("--trace", default="datasets/traces/gavel-msr/0e4a51.trace", help="Gavel msr trace (tab-separated)")
-    p.add_argument("--data", default="datasets/h100", help="dataset folder: measured sets and profiles")
+    p.add_argument("--trace", default=DEFAULT_TRACE, help="Gavel msr trace (tab-separated)")
+    p.add_argument("--data", default=DEFAULT_DATA, help="dataset folder: measured sets and profiles")
     p.add_argument("--gpus", default="4,5,6", help="cluster sizes to simulate, comma separated")
     p.add_argument("--max-per-gpu", type=int, default=2, help="jobs per GPU at most")
     p.add_argument("--modes", default=",".join(MODES), help="modes to simulate, comma separated")

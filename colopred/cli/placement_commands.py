@@ -45,7 +45,7 @@ def cmd_pack(a) -> int:
     from ..runtime.request import read_request
 
     out = _output(a)
-    req = read_request(a.request)
+    req = read_request(a.request, "pack")
     if not req.jobs:
         raise ColopredError(f"{a.request}: a pack request needs jobs")
     if not req.gpus:
@@ -72,7 +72,7 @@ def cmd_rank(a) -> int:
     from ..runtime.request import read_request
 
     out = _output(a)
-    req = read_request(a.request)
+    req = read_request(a.request, "rank")
     if req.job is None or not req.candidates:
         raise ColopredError(f"{a.request}: a rank request needs a job and candidates")
     pred = _predictor(req, a.request)

@@ -68,8 +68,8 @@ def cmd_ncu(a) -> int:
 def cmd_show(a) -> int:
     from ..profile import JobProfile
 
-    for path in a.profiles:
-        p = JobProfile.from_json(path)
+    profiles = [JobProfile.from_json(path) for path in a.profiles]  # every file read before anything is printed
+    for p in profiles:
         print(json.dumps(p.to_dict(), indent=2) if a.json else p.summary())
     return 0
 
@@ -207,8 +207,10 @@ def add_commands(sub) -> None:
     p.add_argument("-o", "--output", required=True, help="profile JSON to write (may be the input)")
 
     for name in ("add-timeline", "overlap"):  # "overlap": the command's name before it also completed GPM profiles
-        p = command(psub, name, "set a profile's fields from the job's solo timeline: the stream overlap; for a GPM profile "
-                    "also the kernel count and MPS wait its model reads", cmd_add_timeline)
+        what = ("set a profile's fields from the job's solo timeline: the stream overlap; for a GPM profile also the kernel "
+                "count and MPS wait its model reads")
+        p = command(psub, name, what if name == "add-timeline" else "the former name of add-timeline (kept for scripts)",
+                    cmd_add_timeline)
         p.add_argument("profile", help="profile JSON")
         p.add_argument("--timeline", required=True,
                        help="the job's solo timeline: a torch.profiler Chrome trace with CUDA activity (.json, .json.gz) or "

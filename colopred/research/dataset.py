@@ -82,6 +82,10 @@ class Dataset:
 
 
 def load_profiles_dir(path: Path) -> dict[str, JobProfile]:
+    if path.is_file():
+        raise InputError(path, "is a file: give the folder that holds the profile JSON files")
+    if not path.is_dir():
+        raise InputError(path, "no such folder of profiles")
     files = sorted(path.glob("*.json"))
     if not files:
         raise InputError(path, "no profile JSON files")

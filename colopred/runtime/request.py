@@ -85,8 +85,13 @@ def _job(path: Path, where: str, entry: Any) -> JobProfile:
     return p
 
 
-def read_request(path: str | os.PathLike) -> Request:
-    """A request file, checked (one :class:`SchemaError` naming the file and the field for anything wrong)."""
+KIND_FIELDS = {"pack": {"jobs", "gpus", "n_gpus", "limits", "solver"}, "rank": {"job", "candidates", "k"}}
+"""The fields only one kind of request reads (both read schema, schema_version, mode, model and observed)."""
+
+
+def read_request(path: str | os.PathLike, kind: str | None = None) -> Request:
+    """A request file, checked (one :class:`SchemaError` naming the file and the field for anything wrong); with
+    ``kind`` ("pack" or "rank"), a field only the other kind reads is refused rather than ignored."""
     path = Path(path)
     doc = read_json(path)
     if not isinstance(doc, dict) or doc.get("schema") != REQUEST_SCHEMA:
@@ -96,6 +101,11 @@ def read_request(path: str | os.PathLike) -> Request:
     unknown = sorted(set(doc) - TOP_LEVEL)
     if unknown:
         raise SchemaError(path, f"unknown field(s) {', '.join(unknown)} (see {schema_path().name})")
+    if kind is not None:
+        other = sorted(set(doc) & set().union(*(f for k, f in KIND_FIELDS.items() if k != kind)))
+        if other:
+            raise SchemaError(path, f"{', '.join(other)}: not a field of a {kind} request (it takes "
+                                    f"{', '.join(sorted(KIND_FIELDS[kind]))}, mode, model and observed)")
     if doc.get("mode") not in MODES:
         raise SchemaError(path, f"mode must be one of {', '.join(MODES)}, not {json.dumps(doc.get('mode'))}")
     req = Request(mode=doc["mode"])
