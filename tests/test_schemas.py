@@ -134,3 +134,33 @@ def test_the_manifest_schemas_enums_are_the_codes_own_choices():
     assert set(props["contention_load"]["enum"]) == set(LOAD_KINDS)
     assert set(props["interval_scale"]["enum"]) == set(INTERVAL_SCALES)
     assert set(props["mps_wait_cross_gate"]["enum"]) == set(CROSS_GATES)
+
+
+def test_pack_and_rank_json_carry_their_warnings_and_validate(tmp_path, capsys):
+    """A warning printed on stderr is also in the JSON answer (a scheduler reading --json sees it), which still
+    validates against its schema; without warnings the list is empty."""
+    p0, p1, p2 = (str(PROFILES / f"{n}.json") for n in NAMES[:3])
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps({"schema": "colopred.placement_request", "mode": "mps", "limits": {"max_per_gpu": 2},
+                               "jobs": [{"profile": p} for p in (p0, p1, p2)],
+                               "gpus": [{"name": "a", "running": NAMES[:3]}, {"name": "b"}]}))
+    assert main(["pack", str(req), "--json"]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    both_accept(doc, "placement")
+    assert doc["warnings"] == ["GPU a: its 3 running jobs already exceed max_per_gpu 2; it keeps them and takes no new job"]
+    assert err.strip() == f"colopred: warning: {doc['warnings'][0]}"
+    h200 = DATA.parent / "h200" / "profiles" / "ncu" / "resnet18-b64-fp32.json"  # a profile of another GPU
+    req.write_text(json.dumps({"schema": "colopred.placement_request", "mode": "mps", "job": {"profile": str(h200)},
+                               "candidates": [{"profile": p} for p in (p1, p2)]}))
+    assert main(["rank", str(req), "--json"]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    both_accept(doc, "partners")
+    assert len(doc["warnings"]) == 1 and "H200" in doc["warnings"][0]
+    assert err.strip() == f"colopred: warning: {doc['warnings'][0]}"
+    req.write_text(json.dumps({"schema": "colopred.placement_request", "mode": "mps",
+                               "job": {"profile": p0}, "candidates": [{"profile": p1}]}))
+    assert main(["rank", str(req), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["warnings"] == [] and err == ""

@@ -41,30 +41,38 @@ def _write(a, out, doc: dict, table: str) -> None:
     print(text if a.json else table, end="" if a.json else "\n")
 
 
+def _notes(caught: list) -> list[str]:
+    """The distinct messages of caught warnings, each printed once on stderr (``colopred: warning: ...``) before the
+    result, and returned for the JSON answer's ``warnings``."""
+    notes = list(dict.fromkeys(str(w.message) for w in caught))
+    for note in notes:
+        print(f"colopred: warning: {note}", file=sys.stderr)
+    return notes
+
+
 def cmd_pack(a) -> int:
     from ..runtime.request import read_request
 
     out = _output(a)
-    req = read_request(a.request, "pack")
-    if not req.jobs:
-        raise ColopredError(f"{a.request}: a pack request needs jobs")
-    if not req.gpus:
-        raise ColopredError(f"{a.request}: a pack request needs gpus or n_gpus")
-    pred = _predictor(req, a.request)
-    try:
-        with warnings.catch_warnings(record=True) as caught:  # a GPU whose running jobs break a limit, the model's
-            warnings.simplefilter("always")
+    with warnings.catch_warnings(record=True) as caught:  # the request's observations, the model's, running jobs
+        warnings.simplefilter("always")
+        req = read_request(a.request, "pack")
+        if not req.jobs:
+            raise ColopredError(f"{a.request}: a pack request needs jobs")
+        if not req.gpus:
+            raise ColopredError(f"{a.request}: a pack request needs gpus or n_gpus")
+        pred = _predictor(req, a.request)
+        try:
             pl = pred.pack(req.jobs, gpus=req.gpus, max_per_gpu=req.max_per_gpu, max_slowdown=req.max_slowdown,
                            solver=req.solver)
-    except ValueError as e:
-        raise ColopredError(f"{a.request}: {e}") from None
-    for note in dict.fromkeys(str(w.message) for w in caught):  # one line each, before the result
-        print(f"colopred: warning: {note}", file=sys.stderr)
+        except ValueError as e:
+            raise ColopredError(f"{a.request}: {e}") from None
+    notes = _notes(caught)
     lines = [f"mode {req.mode}: {pl.placed} of {len(req.jobs)} jobs placed on {len(pl.gpus)} GPUs, predicted normalised "
              f"throughput {pl.throughput:.2f} ({pl.solver}{', optimal' if pl.optimal else ''})"]
     lines += [f"  {n:<12} {t:5.2f}  {' + '.join(g) if g else '(empty)'}" for n, g, t in zip(pl.gpu_names, pl.gpus, pl.gpu_throughput)]
     lines += [f"  queued: {j}: {r}" for j, r in pl.queued.items()]
-    _write(a, out, {"mode": req.mode, **pl.to_dict()}, "\n".join(lines))
+    _write(a, out, {"mode": req.mode, **pl.to_dict(), "warnings": notes}, "\n".join(lines))
     return 0
 
 
@@ -72,19 +80,22 @@ def cmd_rank(a) -> int:
     from ..runtime.request import read_request
 
     out = _output(a)
-    req = read_request(a.request, "rank")
-    if req.job is None or not req.candidates:
-        raise ColopredError(f"{a.request}: a rank request needs a job and candidates")
-    pred = _predictor(req, a.request)
-    try:
-        res = pred.rank_partners(req.job, req.candidates, k=req.k)
-    except ValueError as e:
-        raise ColopredError(f"{a.request}: {e}") from None
+    with warnings.catch_warnings(record=True) as caught:  # the request's observations, the model's
+        warnings.simplefilter("always")
+        req = read_request(a.request, "rank")
+        if req.job is None or not req.candidates:
+            raise ColopredError(f"{a.request}: a rank request needs a job and candidates")
+        pred = _predictor(req, a.request)
+        try:
+            res = pred.rank_partners(req.job, req.candidates, k=req.k)
+        except ValueError as e:
+            raise ColopredError(f"{a.request}: {e}") from None
+    notes = _notes(caught)
     rows = res.to_dict("records")
     lines = [f"mode {req.mode}: partners of {req.job.name}, best first (predicted normalised throughput of the pair)"]
     lines += [f"  {r['partner']:<34} throughput {r['throughput']:.2f}  slowdowns {r['job_slowdown']:.2f} / {r['partner_slowdown']:.2f}"
               f"{'' if r['fits_memory'] else '  (does not fit in memory)'}" for r in rows]
-    _write(a, out, {"mode": req.mode, "job": req.job.name, "partners": rows}, "\n".join(lines))
+    _write(a, out, {"mode": req.mode, "job": req.job.name, "partners": rows, "warnings": notes}, "\n".join(lines))
     return 0
 
 

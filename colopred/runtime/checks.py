@@ -183,7 +183,7 @@ def check_predict_many(predictor: "Predictor", sets: Any) -> tuple[list[JobProfi
 
 def check_rank_partners(predictor: "Predictor", job: Any, candidates: Any, k: Any) -> None:
     """``Predictor.rank_partners``'s arguments: a profile, at least one candidate (none named as the job),
-    ``k`` None or a positive integer."""
+    ``k`` None or a positive integer. Warns where a pair leaves the model's experience (the GPU, the features)."""
     check_profile(job, "job")
     cands = check_profiles(candidates, "candidates", min_jobs=1, max_jobs=None)
     check_profile_sources(predictor, [job, *cands])
@@ -192,18 +192,22 @@ def check_rank_partners(predictor: "Predictor", job: Any, candidates: Any, k: An
         raise ValueError(f"candidates[{names.index(job.name)}] is the job itself ({job.name!r}): a job cannot partner itself")
     if k is not None:
         check_positive_int("k", k)
+    warn_outside_experience(predictor, [job, *cands], 2, gpu=True)
 
 
 def check_pack(predictor: "Predictor", jobs: Any, n_gpus: Any, max_per_gpu: Any, max_slowdown: Any) -> None:
     """``Predictor.pack``'s arguments: at least one job of distinct names, ``n_gpus`` and ``max_per_gpu`` positive
-    integers, ``max_slowdown`` None or a number of at least 1."""
-    check_profile_sources(predictor, check_profiles(jobs, "jobs", min_jobs=1, max_jobs=None))
+    integers, ``max_slowdown`` None or a number of at least 1. Warns where the sets it may form leave the model's
+    experience (up to ``max_per_gpu`` jobs, the GPU, the features)."""
+    profiles = check_profiles(jobs, "jobs", min_jobs=1, max_jobs=None)
+    check_profile_sources(predictor, profiles)
     check_positive_int("n_gpus", n_gpus)
     check_positive_int("max_per_gpu", max_per_gpu)
     if max_slowdown is not None:
         check_positive_number("max_slowdown", max_slowdown)
         if max_slowdown < 1:
             raise ValueError(f"max_slowdown must be at least 1 (a job alone runs at slowdown 1), not {max_slowdown!r}")
+    warn_outside_experience(predictor, profiles, min(max_per_gpu, len(profiles)), gpu=True)
 
 
 # ----------------------------------------------------------------------------------- experience warnings
