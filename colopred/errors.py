@@ -5,6 +5,13 @@ from __future__ import annotations
 import os
 
 
+def first_line(e: BaseException, limit: int = 80) -> str:
+    """The first line of an exception's message (at most ``limit`` characters), or its class name where it has none:
+    the detail a one-line error quotes."""
+    text = str(e).strip()
+    return text.splitlines()[0][:limit] if text else e.__class__.__name__
+
+
 class ColopredError(Exception):
     """Base class of every error colopred reports to a user."""
 

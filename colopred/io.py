@@ -7,15 +7,19 @@ one error naming the file."""
 
 from __future__ import annotations
 
+import bz2
 import contextlib
+import gzip
 import hashlib
 import json
+import lzma
 import os
 import tempfile
+import zlib
 from pathlib import Path
 from typing import IO, Iterator
 
-from .errors import InputError, SchemaError
+from .errors import InputError, SchemaError, first_line
 
 
 def check_output(path: str | os.PathLike, *inputs: str | os.PathLike | None, what: str = "output") -> Path:
@@ -134,6 +138,30 @@ def sha256_of(path: str | os.PathLike) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+DECOMPRESSORS = {"gzip": gzip.decompress, "bzip2": bz2.decompress, "xz": lzma.decompress}
+"""The compressions :func:`read_input_bytes` undoes, by name."""
+
+
+def read_input_bytes(path: str | os.PathLike, compression: str | None = None, what: str = "") -> bytes:
+    """The bytes of the input file ``path``, decompressed: ``compression`` is one of ``DECOMPRESSORS``, "auto" (gzip
+    where the file starts with gzip's magic bytes) or None (as stored). An unreadable file, or a compressed one cut
+    short or corrupt, is one :class:`InputError` naming the file (its problem after ``what``, e.g. "not a readable
+    Chrome trace: ")."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise InputError(path, f"cannot read ({e.strerror or e.__class__.__name__})") from None
+    if compression == "auto":
+        compression = "gzip" if raw[:2] == b"\x1f\x8b" else None
+    if compression is None:
+        return raw
+    try:
+        return DECOMPRESSORS[compression](raw)
+    except (EOFError, OSError, zlib.error, lzma.LZMAError, ValueError) as e:
+        raise InputError(path, f"{what}truncated or corrupt {compression} file ({first_line(e)})") from None
 
 
 def read_text_input(path: str | os.PathLike, what: str = "file") -> str:

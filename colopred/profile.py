@@ -181,10 +181,10 @@ class JobProfile:
         if not _finite(iteration_ms) or iteration_ms <= 0:
             raise ValueError(f"iteration_ms must be a positive number of milliseconds, not {iteration_ms!r}")
         busy = self.busy_fraction * self.iteration_ms / iteration_ms
-        if max_busy_fraction is not None and busy > max_busy_fraction:
-            raise ValueError(f"kernel time per iteration ({busy * iteration_ms:.2f} ms) is {busy:.1f}x the iteration time "
-                             f"({iteration_ms} ms), a busy_fraction above {max_busy_fraction:g}: a wrong iteration time "
-                             "(it is in milliseconds)?")
+        beyond = None if max_busy_fraction is None else kernel_time_beyond(busy * iteration_ms, iteration_ms, max_busy_fraction)
+        if beyond:
+            raise ValueError(f"{beyond}, a busy_fraction above {max_busy_fraction:g}: a wrong iteration time (it is in "
+                             "milliseconds)?")
         meta = {**self.meta, "retimed_from_iteration_ms": self.meta.get("retimed_from_iteration_ms", self.iteration_ms)}
         return replace(self, iteration_ms=float(iteration_ms), busy_fraction=float(busy), meta=meta)
 
@@ -218,6 +218,16 @@ class JobProfile:
             if pct:
                 lines.append(f"  {metric:<21} " + " ".join(pct) + "  (duration-weighted percentiles, %)")
         return "\n".join(lines)
+
+
+def kernel_time_beyond(kernel_ms: float, iteration_ms: float, max_busy_fraction: float) -> str | None:
+    """Where the kernel time per iteration exceeds ``max_busy_fraction`` times the iteration time, what is wrong
+    ("kernel time per iteration (X ms) is Yx the iteration time (Z ms)"); else None. ``profile ncu``, ``profile
+    retime`` and a request's ``iteration_ms`` refuse such a time with ``MAX_BUSY_FRACTION_FROM_NCU``."""
+    busy = kernel_ms / iteration_ms
+    if busy <= max_busy_fraction:
+        return None
+    return f"kernel time per iteration ({kernel_ms:.2f} ms) is {busy:.1f}x the iteration time ({iteration_ms} ms)"
 
 
 def _short(v: Any) -> str:

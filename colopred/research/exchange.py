@@ -38,9 +38,7 @@ importing the table back gives the same training rows, in the same order.
 
 from __future__ import annotations
 
-import bz2
 import csv
-import gzip
 import io
 import json
 import lzma
@@ -59,9 +57,9 @@ import numpy as np
 import pandas as pd
 
 from ..constants import MODES
-from ..errors import InputError
+from ..errors import InputError, first_line
 from ..gpu import GpuInfo
-from ..io import sha256_of, write_text_atomic
+from ..io import read_input_bytes, sha256_of, write_text_atomic
 from ..measurement.harness.reader import read_windows, slowdown_table
 from ..measurement.harness.records import RECORD_SCHEMA
 from ..profile import JobProfile
@@ -153,20 +151,16 @@ def read_table(path: str | os.PathLike) -> pd.DataFrame:
             raise InputError(path, "the file ends inside a quoted cell: it is truncated (cut off mid-row)") from None
         raise InputError(path, f"not a readable table ({first.removeprefix('Error tokenizing data. C error: ')[:80]})") from None
     except (EOFError, zlib.error, lzma.LZMAError, zipfile.BadZipFile) as e:  # a compressed file pandas opened itself
-        raise InputError(path, f"truncated or corrupt compressed file ({_first_line(e)})") from None
+        raise InputError(path, f"truncated or corrupt compressed file ({first_line(e)})") from None
     except (UnicodeDecodeError, ValueError, OSError) as e:
-        raise InputError(path, f"not a readable table ({_first_line(e)})") from None
+        raise InputError(path, f"not a readable table ({first_line(e)})") from None
     if text is not None:
         _check_last_row(path, text, df)
     return df
 
 
-_DECOMPRESS = {".gz": ("gzip", gzip.decompress), ".bz2": ("bzip2", bz2.decompress), ".xz": ("xz", lzma.decompress)}
+COMPRESSION_BY_SUFFIX = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}
 """Compressions :func:`read_table` undoes itself (pandas infers these from the same suffixes), to check the text."""
-
-
-def _first_line(e: BaseException) -> str:
-    return str(e).splitlines()[0][:80] if str(e) else e.__class__.__name__
 
 
 def _csv_text(path: Path) -> str | None:
@@ -175,14 +169,7 @@ def _csv_text(path: Path) -> str | None:
     suffix = path.suffix.lower()
     if suffix in (".zip", ".zst", ".tar", ".tgz"):
         return None
-    raw = path.read_bytes()
-    if suffix in _DECOMPRESS:
-        kind, decompress = _DECOMPRESS[suffix]
-        try:
-            raw = decompress(raw)
-        except (EOFError, OSError, zlib.error, lzma.LZMAError, ValueError) as e:
-            raise InputError(path, f"truncated or corrupt {kind} file ({_first_line(e)})") from None
-    return raw.decode("utf-8-sig")
+    return read_input_bytes(path, COMPRESSION_BY_SUFFIX.get(suffix)).decode("utf-8-sig")
 
 
 def _check_last_row(path: Path, text: str, df: pd.DataFrame) -> None:

@@ -27,11 +27,9 @@ grid_size, ...     ``launch__*`` columns, where present
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import os
 import re
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +38,7 @@ import pandas as pd
 
 from ...constants import MAX_NCU_L2_HIT_RATE_PCT, NCU_PCT_TOLERANCE
 from ...errors import InputError
+from ...io import read_input_bytes
 
 # metric -> (column name in the kernel table, unit kind)
 REQUIRED_METRICS: dict[str, tuple[str, str]] = {
@@ -91,20 +90,6 @@ class NcuReport:
     @property
     def total_kernel_ms(self) -> float:
         return float(self.kernels["duration_ns"].sum()) / 1e6
-
-
-def _read_bytes(path: Path) -> bytes:
-    """The whole report (gzip or plain); a truncated or corrupt gzip file is one clear error."""
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise InputError(path, f"cannot read ({e.strerror or e.__class__.__name__})") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (EOFError, OSError, zlib.error) as e:
-            raise InputError(path, f"truncated or corrupt gzip file ({str(e).splitlines()[0][:80]})") from None
-    return raw
 
 
 def _locate_header(path: Path, data: bytes) -> tuple[int, int]:
@@ -233,7 +218,7 @@ def read_ncu_csv(
         raise InputError(path, "no such file")
     if path.is_dir():
         raise InputError(path, "is a directory, not an ncu CSV report")
-    data = _read_bytes(path)
+    data = read_input_bytes(path, "auto")  # the whole report, gzip or plain
     header_at, offset = _locate_header(path, data)
     header_line, offset = _split_line(data, offset)
     units_line, offset = _split_line(data, offset)

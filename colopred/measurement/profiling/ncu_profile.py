@@ -18,7 +18,7 @@ from ...constants import (
 )
 from ...errors import InputError
 from ...gpu import GpuInfo
-from ...profile import JobProfile
+from ...profile import JobProfile, kernel_time_beyond
 from .ncu_csv import NcuReport, read_ncu_csv
 
 PERCENTILES = (10, 25, 50, 75, 90)
@@ -160,12 +160,9 @@ def profile_from_ncu(
     km = kernel_metrics(report.kernels)
     kernel_ms = km["kernel_ms_total"] / iterations
     busy = kernel_ms / iteration_ms
-    if busy > MAX_BUSY_FRACTION_FROM_NCU:
-        raise InputError(
-            path,
-            f"kernel time per iteration ({kernel_ms:.2f} ms) is {busy:.1f}x the iteration time ({iteration_ms} ms): "
-            "wrong --iter-ms or --iterations (iteration time is in milliseconds)",
-        )
+    beyond = kernel_time_beyond(kernel_ms, iteration_ms, MAX_BUSY_FRACTION_FROM_NCU)
+    if beyond:
+        raise InputError(path, f"{beyond}: wrong --iter-ms or --iterations (iteration time is in milliseconds)")
     meta = dict(meta or {})
     meta.setdefault("ncu_report", os.path.basename(path))
     meta.setdefault("mean_kernel_us", km["mean_kernel_us"])

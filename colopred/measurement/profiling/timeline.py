@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 
 from ...constants import TIMELINE_ITERS, TIMELINE_WARMUP_ITERS
-from ...errors import InputError
-from ...io import atomic_file, write_text_atomic
+from ...errors import InputError, first_line
+from ...io import atomic_file, read_input_bytes, write_text_atomic
 
 # kind: kernel | memcpy | memset (GPU), runtime | driver (host API calls)
 COLUMNS = ("kind", "name", "start_us", "dur_us", "correlation", "stream")
@@ -168,7 +168,7 @@ def _load(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
         try:
             df = read_timeline(path)
         except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-            raise InputError(path, f"{what}: truncated or corrupt gzip file ({_first_line(e)})") from None
+            raise InputError(path, f"{what}: truncated or corrupt gzip file ({first_line(e, 100)})") from None
         except UnicodeDecodeError as e:
             raise InputError(path, f"{what}: not UTF-8 text ({e.reason})") from None
         except OSError as e:
@@ -176,7 +176,7 @@ def _load(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
         except pd.errors.EmptyDataError:
             raise InputError(path, f"{what}: the file is empty (no header row)") from None
         except pd.errors.ParserError as e:
-            detail = _first_line(e).removeprefix("Error tokenizing data. C error: ")
+            detail = first_line(e, 100).removeprefix("Error tokenizing data. C error: ")
             raise InputError(path, f"{what}: its rows do not parse as CSV ({detail})") from None
         for col in ("start_us", "dur_us"):
             v = pd.to_numeric(df[col], errors="coerce")
@@ -193,22 +193,10 @@ def _load(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     return df, trace
 
 
-def _first_line(e: BaseException) -> str:
-    return str(e).strip().splitlines()[0][:100] if str(e).strip() else e.__class__.__name__
-
-
 def _read_trace(path: Path, gzipped: bool) -> Any:
     """The JSON document of the Chrome trace at ``path``; one InputError saying in words why it is unreadable."""
     what = "not a readable Chrome trace"
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise InputError(path, f"cannot read ({e.strerror or e.__class__.__name__})") from None
-    if gzipped:
-        try:
-            raw = gzip.decompress(raw)
-        except (EOFError, OSError, zlib.error) as e:
-            raise InputError(path, f"{what}: truncated or corrupt gzip file ({_first_line(e)})") from None
+    raw = read_input_bytes(path, "gzip" if gzipped else None, what=f"{what}: ")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
