@@ -277,6 +277,40 @@ def validate_fields(p: JobProfile) -> list[str]:
     return problems
 
 
+INSTANCE_SEP = "#"
+"""Copies of one job in one set (a hyperparameter sweep's runs side by side) are told apart by instance names:
+``JOB#1``, ``JOB#2``, ... in the order they are given. A copy is the same job: its profile, its solo time and its
+observed offset are the job's (:func:`job_of`)."""
+
+
+def instance_name(job: str, k: int) -> str:
+    """The name of the ``k``-th copy (from 1) of ``job`` in a set."""
+    return f"{job}{INSTANCE_SEP}{k}"
+
+
+def job_of(name: str) -> str:
+    """The job an instance name is a copy of (``JOB#2`` -> ``JOB``); any other name is returned as it is."""
+    head, sep, tail = name.rpartition(INSTANCE_SEP)
+    return head if sep and head and tail.isdigit() else name
+
+
+def instance_names(jobs: list[str] | tuple[str, ...]) -> list[str]:
+    """Names of a set's members, each job named once kept as it is, a job given ``n`` > 1 times named
+    ``JOB#1`` .. ``JOB#n`` in order: ``[a, b, a] -> [a#1, b, a#2]``."""
+    counts: dict[str, int] = {}
+    for j in jobs:
+        counts[j] = counts.get(j, 0) + 1
+    seen: dict[str, int] = {}
+    out = []
+    for j in jobs:
+        if counts[j] == 1:
+            out.append(j)
+        else:
+            seen[j] = seen.get(j, 0) + 1
+            out.append(instance_name(j, seen[j]))
+    return out
+
+
 def load_profiles(paths: list[str | os.PathLike]) -> list[JobProfile]:
     """Load several profile files; the first bad one raises an error naming it."""
     return [JobProfile.from_json(p) for p in paths]
