@@ -1,5 +1,5 @@
-"""A collocation simulator driven by each job's own kernel sequence (a research prototype; docs/model.md, "Kernel
-simulator").
+"""A collocation simulator driven by each job's own kernel sequence (a research prototype; ``reports/h100/kernel_sim/``,
+``docs/history.md``).
 
 Each job is its solo ncu kernel sequence (order, duration, waves, DRAM share) plus the host time its iteration needs
 beyond the kernels. Consecutive kernels are merged into at most ``segments`` *segments* per iteration (durations
