@@ -10,7 +10,7 @@ on the development rows only, by a rule fixed in the choosing script's docstring
 replaces the shipped one only if it gains more than the tree seeds' spread); the report's "Honest protocol" tests
 them once on the locked rows. Those chosen before the lock (``MPS_WAIT_BLOCK_EXPONENT``, ``MPS_WAIT_MIN_WAVES``,
 ``SHARE_EPS_US``, ``WAIT_BUSY_GATE_EXPONENT``, ``TREE_PARAMS``) were chosen again on the development rows by
-``scripts/dev_constants.py`` under the same rule.
+``research/dev_constants.py`` under the same rule.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ MODES = ("timeslice", "mps")
 # ------------------------------------------------------------------------------- profiling
 MPS_WAIT_BLOCK_EXPONENT = 0.3
 """γ of ``JobProfile.mps_wait_us``: how far a multi-wave kernel's residual shrinks toward its block time tᵢ/⌈wavesᵢ⌉.
-Least development MPS MAPE over 0–1 (``scripts/dev_constants.py``, waits rebuilt from the raw ncu reports)."""
+Least development MPS MAPE over 0–1 (``research/dev_constants.py``, waits rebuilt from the raw ncu reports)."""
 
 GPM_MIN_INTERVALS = 20
 """Least number of GPM sampling intervals a GPM profile's timed window lasts (2 s at 0.1 s): over one or two
@@ -37,7 +37,7 @@ TIMELINE_WARMUP_ITERS = 8
 
 MPS_WAIT_MIN_WAVES = 0.5
 """Kernels of fewer waves do not make another process's kernels wait under MPS: the threshold the microbenchmark
-``scripts/mps_wait_probe.py`` measured, kept by ``scripts/dev_constants.py``."""
+``research/mps_wait_probe.py`` measured, kept by ``research/dev_constants.py``."""
 
 MAX_BUSY_FRACTION_FROM_NCU = 1.5
 """``profile ncu`` refuses a report whose kernel time per iteration exceeds the iteration time by more than this
@@ -46,7 +46,7 @@ factor (a wrong iteration time or count): multi-stream jobs reach about 1.07, an
 # ----------------------------------------------------------------------------------- model
 SHARE_EPS_US = 10.0
 """ε of the MPS share of contention 2(u_k + ε)/(u_j + u_k + 2ε), in µs: jobs whose kernels barely hold the SMs split
-contention evenly. Of 1 and 10 µs, the lower development MPS MAPE (``scripts/dev_constants.py``)."""
+contention evenly. Of 1 and 10 µs, the lower development MPS MAPE (``research/dev_constants.py``)."""
 
 QUEUE_STEP_TOLERANCE = 1e-6
 """A set's Newton iteration for the time-slicing queue load (``runtime.queueing``) stops after a step below this
@@ -58,36 +58,36 @@ QUEUE_MAX_STEPS = 60
 
 WAIT_BUSY_GATE_EXPONENT = 1 / 3
 """g of the MPS wait load's gate busy_j^g: a host-bound job absorbs part of its waits in its own idle time. Least
-development MPS MAPE over 1/3, 1/2, 0.7, 1 and 2 (``scripts/dev_constants.py``)."""
+development MPS MAPE over 1/3, 1/2, 0.7, 1 and 2 (``research/dev_constants.py``)."""
 
 MPS_WAIT_CROSS_SCALE = 1.0
 """λ of the MPS wait's stretch Σ_k u_k·(1 + λ·G_j·Σ_{m∉{j,k}} b_m) (``baseline.wait_load``): processor sharing gives
-1; kept over 0–2 on the development rows (``scripts/dev_constants.py --only cross``), 0 in a pair so never fitted."""
+1; kept over 0–2 on the development rows (``research/dev_constants.py --only cross``), 0 in a pair so never fitted."""
 
 MPS_WAIT_CROSS_GATE = "idle"
 """G_j of the MPS wait's stretch, the share of a target's launches that meet the stretched kernels
-(``baseline.CROSS_GATES``): ``idle`` (1 − b_j), by ``scripts/dev_constants.py --only cross_gate``."""
+(``baseline.CROSS_GATES``): ``idle`` (1 − b_j), by ``research/dev_constants.py --only cross_gate``."""
 
 TREE_PARAMS = {"n_estimators": 300, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8,
                "colsample_bytree": 0.8, "min_child_weight": 2, "n_jobs": 1, "random_state": 0}
 """XGBoost settings of the residual trees; one thread and a fixed seed make training byte-reproducible. Kept over
-tree counts, depths and learning rates on the development rows (``scripts/dev_constants.py``)."""
+tree counts, depths and learning rates on the development rows (``research/dev_constants.py``)."""
 
 TREE_TARGET_OFFSET = {"timeslice": 0.02, "mps": 0.5}
 """c of ``estimator.compose`` per mode, s = 1 − c + (s_base − 1 + c)·e^f: c = 1 the trees scale the whole slowdown, c
-→ 0 only the interference. Development rows, rule in ``scripts/dev_offset.py`` (``reports/h100/offset/``)."""
+→ 0 only the interference. Development rows, rule in ``research/dev_offset.py`` (``reports/h100/offset/``)."""
 
 JOB_OFFSET_WEIGHT = {"ncu": {"timeslice": 0.75, "mps": 0.0}, "nvml": {"timeslice": 0.0, "mps": 0.0}}
 """λ per profile source and mode: the trees are fitted on s·e^(−λ·b_j), b_j a training job's own offset, and λ·b_j
-goes back to that job alone. Rule in ``scripts/dev_job_offsets.py`` (``reports/h100/job_offsets/``)."""
+goes back to that job alone. Rule in ``research/dev_job_offsets.py`` (``reports/h100/job_offsets/``)."""
 
 JOB_OFFSET_PRIOR_ROWS = 8.0
 """K₀ of b_j = Σ e / (n_j + K₀): a job with few rows has its offset shrunk toward 0. Chosen with
-``JOB_OFFSET_WEIGHT`` (``scripts/dev_job_offsets.py``)."""
+``JOB_OFFSET_WEIGHT`` (``research/dev_job_offsets.py``)."""
 
 JOB_OFFSET_WIDTH_SHARE = 0.0
 """q of a trained job's interval factor ρ (``runtime.observed``): 0, the width of an unseen job, since a trained
-job's error in a larger set is the extrapolation's (``scripts/dev_slowdown_scale.py`` on the development rows)."""
+job's error in a larger set is the extrapolation's (``research/dev_slowdown_scale.py`` on the development rows)."""
 
 JOB_OFFSET_FOLDS = 5
 """Folds over the training rows' architectures whose out-of-fold errors give the job offsets; fixed with the design
@@ -95,15 +95,15 @@ JOB_OFFSET_FOLDS = 5
 
 OBSERVED_PRIOR_WEIGHT = {"timeslice": 0.5, "mps": 2.0}
 """n₀ of ``runtime.observed`` per mode: k measured collocations move a job's predictions by k / (k + n₀) of their
-mean log error. Rule in ``scripts/dev_observed_shrinkage.py`` (``reports/h100/observed/``)."""
+mean log error. Rule in ``research/dev_observed_shrinkage.py`` (``reports/h100/observed/``)."""
 
 OBSERVED_OFFSET_SHARE = {"timeslice": 0.73, "mps": 0.30}
 """q of ``runtime.observed`` per mode, the share of the leave-arch log-error variance that is each job's own offset:
-a variance decomposition of the development rows by ``scripts/dev_observed_shrinkage.py``, not a choice."""
+a variance decomposition of the development rows by ``research/dev_observed_shrinkage.py``, not a choice."""
 
 CALIBRATION_REFERENCE_JOB = "resnet50-b64-fp32"
 """The zoo job ``colopred calibrate`` measures a new job beside: the one whose measured pair most lowers the job's
-other rows' development MAPE, by the rule of ``scripts/probe_study.py`` (``reports/h100/probe/``)."""
+other rows' development MAPE, by the rule of ``research/probe_study.py`` (``reports/h100/probe/``)."""
 
 CALIBRATION_WINDOWS = 3
 """Windows of the calibration pair per mode, in one run: the mean of three brings a host-bound job's slowdown to
@@ -123,7 +123,7 @@ tuned; its effect on the development rows is within the tree seeds' spread."""
 
 TREE_TARGET_OFFSET_CLASSES = "host_bound"
 """Which target jobs take ``TREE_TARGET_OFFSET`` (``none``: all; ``host_bound``: all but host-bound ones, whose
-interference is super-additive and which keep c = 1). Chosen with it (``scripts/dev_offset.py``)."""
+interference is super-additive and which keep c = 1). Chosen with it (``research/dev_offset.py``)."""
 
 INTERVAL_QUANTILES = (0.05, 0.95)
 """Quantiles of the interval model (``reg:quantileerror``), fitted and shipped; they bound the interval only with
@@ -134,7 +134,7 @@ INTERVAL_COVERAGE = 0.90
 
 CONFORMAL_FOLDS = 8
 """Inner folds (grouped by architecture) giving the conformal calibration's out-of-fold residuals. Chosen with
-``INTERVAL_CLASSES`` over 3, 5 and 8 (``scripts/dev_intervals.py``, ``reports/h100/intervals/``)."""
+``INTERVAL_CLASSES`` over 3, 5 and 8 (``research/dev_intervals.py``, ``reports/h100/intervals/``)."""
 
 HOST_BOUND_BUSY = 0.8
 """Solo busy fraction under which a job is host-bound: such jobs' repeats spread several times more than the others'
@@ -142,7 +142,7 @@ HOST_BOUND_BUSY = 0.8
 
 INTERVAL_CLASSES = "host_bound"
 """How calibration rows are grouped, each group with its own conformal width (``estimator.INTERVAL_CLASS_KINDS``):
-``host_bound`` (Mondrian conformal prediction), chosen with ``CONFORMAL_FOLDS`` (``scripts/dev_intervals.py``)."""
+``host_bound`` (Mondrian conformal prediction), chosen with ``CONFORMAL_FOLDS`` (``research/dev_intervals.py``)."""
 
 MIN_CLASS_CALIBRATION_ROWS = 20
 """A class of fewer calibration rows than this takes the pooled width: its 90% quantile would rest on its two largest
@@ -154,36 +154,36 @@ not told its source: ``beyond_load``, by the co-runners' summed busy fraction; s
 
 INTERVAL_SCALE_OF_SOURCE = {"ncu": "beyond_load", "nvml": "beyond_load"}
 """The growth each profile source's models use; the one in use stays unless the other beats it by a bootstrap
-standard error (rule in ``scripts/dev_size_exponent.py``, ``reports/h100/intervals/size_exponent/``)."""
+standard error (rule in ``research/dev_size_exponent.py``, ``reports/h100/intervals/size_exponent/``)."""
 
 INTERVAL_SIZE_EXPONENT = 0.5
 """a of the ``beyond_size`` growth ((n − 1)/(m − 1))^a for models without exponents of their own and manifests
-without ``interval_size_exponents``; chosen over 0, 0.5 and 1 on the development rows (``scripts/dev_intervals.py``)."""
+without ``interval_size_exponents``; chosen over 0, 0.5 and 1 on development rows (``research/dev_intervals.py``)."""
 
 INTERVAL_SIZE_EXPONENTS = {
     "ncu": {"timeslice": {"saturating": 0.5, "host_bound": 0.5}, "mps": {"saturating": 0.25, "host_bound": 1.0}},
     "nvml": {"timeslice": {"saturating": 0.25, "host_bound": 0.0}, "mps": {"saturating": 0.5, "host_bound": 0.5}},
 }
 """a of the growth per profile source, mode and class of target job, on the two extrapolating splits' development
-rows by the rule in ``scripts/dev_size_exponent.py`` (``reports/h100/intervals/size_exponent/``)."""
+rows by the rule in ``research/dev_size_exponent.py`` (``reports/h100/intervals/size_exponent/``)."""
 
 INTERVAL_UNSEEN_WIDTHS = {
     "ncu": {"timeslice": {"saturating": 1.95, "host_bound": 1.25}, "mps": {"saturating": 1.65, "host_bound": 1.2}},
     "nvml": {"timeslice": {"saturating": 1.55, "host_bound": 1.45}, "mps": {"saturating": 1.2, "host_bound": 1.1}},
 }
 """κ, the factor of the log half-width of a job the model was not trained on in a set larger than any it trained on.
-Nested CV's development folds, rule in ``research.interval_rules.unseen_width`` (``scripts/dev_unseen_width.py``)."""
+Nested CV's development folds, rule in ``research.interval_rules.unseen_width`` (``research/dev_unseen_width.py``)."""
 
 INTERVAL_SLOWDOWN_EXPONENTS = {
     "ncu": {"timeslice": {"saturating": -0.5, "host_bound": -1.0}, "mps": {"saturating": 0.5, "host_bound": 0.0}},
     "nvml": {"timeslice": {"saturating": 0.0, "host_bound": -1.0}, "mps": {"saturating": 0.5, "host_bound": 0.0}},
 }
 """c of the interval's per-row scale p̂^c (p̂ the predicted slowdown) per profile source, mode and class: rule in
-``scripts/dev_slowdown_scale.py`` (``reports/h100/intervals/slowdown_scale/``)."""
+``research/dev_slowdown_scale.py`` (``reports/h100/intervals/slowdown_scale/``)."""
 
 INTERVAL_QUANTILE_FLOOR = False
 """Whether the interval also holds the quantile model's 5%/95% band: no, since the band over-covered seen
-architectures (development rows, ``scripts/dev_intervals.py``)."""
+architectures (development rows, ``research/dev_intervals.py``)."""
 
 # ------------------------------------------------------------------------------ prediction
 CONTEXT_OVERHEAD_GIB = 0.6
