@@ -1,8 +1,8 @@
 """Measured collocations fed back: each job's later predictions shifted toward what was measured of it.
 
 A scheduler that has run a job beside others knows its slowdowns there. Most of the model's error on a job it has
-never seen is the job's own offset, shared by all its collocations (``reports/h100/leave_arch_roles``: with each
-unseen job's mean signed error removed, time-slicing leave-architecture-out MAPE falls from 4.8 to 2.7%). With k
+never seen is the job's own offset, shared by all its collocations (``reports/h100/leave_arch_roles``, the MAPE
+once each unseen job's mean signed error is removed). With k
 observations of job j and r_j the mean of log(s / ŝ) over them (s measured, ŝ the model's prediction of that same
 set), every later prediction of j, and its interval, is multiplied by
 
