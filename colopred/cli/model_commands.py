@@ -73,7 +73,9 @@ def cmd_predict(a) -> int:
     for n in notes:
         print(f"colopred: warning: {n}", file=sys.stderr)
     if a.json:
-        print(json.dumps({**result.to_dict(), "profile_source": pred.profile_source, "warnings": notes}, indent=1))
+        from ..runtime.documents import prediction_document
+
+        print(json.dumps(prediction_document(result, pred.profile_source, notes), indent=1))
     else:
         print(result.summary())
         if pred.profile_source != "ncu":
