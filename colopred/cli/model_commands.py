@@ -42,6 +42,10 @@ def _naming(path: str):
 
 
 def cmd_predict(a) -> int:
+    if a.server:
+        from .serve_commands import remote_predict
+
+        return remote_predict(a)
     from ..profile import load_profiles
     from . import load_predictor
 
@@ -158,6 +162,9 @@ def add_commands(sub) -> None:
     p.add_argument("--observed", metavar="FILE",
                    help="measured collocations of these or other jobs (colopred/schemas/observations.schema.json): each "
                         "observed job's prediction moves toward what was measured of it")
+    from .serve_commands import add_server_option
+
+    add_server_option(p)
 
     p = command(sub, "train", "train models on a dataset folder (profiles + campaigns)", cmd_train,
                 "Fit one model per mode on a dataset folder and write OUT-MODE.json with its model files.")

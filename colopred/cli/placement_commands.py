@@ -51,6 +51,10 @@ def _notes(caught: list) -> list[str]:
 
 
 def cmd_pack(a) -> int:
+    if a.server:
+        from .serve_commands import remote_placement
+
+        return remote_placement(a, "pack")
     from ..runtime.documents import placement_document
     from ..runtime.request import read_request
 
@@ -78,6 +82,10 @@ def cmd_pack(a) -> int:
 
 
 def cmd_rank(a) -> int:
+    if a.server:
+        from .serve_commands import remote_placement
+
+        return remote_placement(a, "rank")
     from ..runtime.documents import partners_document
     from ..runtime.request import read_request
 
@@ -111,3 +119,6 @@ def add_commands(sub) -> None:
         p.add_argument("request", help="placement request JSON (jobs, GPUs, limits)")
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         p.add_argument("-o", "--output", help="also write the result as JSON to this file")
+        from .serve_commands import add_server_option
+
+        add_server_option(p)

@@ -9,9 +9,11 @@ document itself: neither is declared twice here.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal, Union
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, field_validator,
+                      model_validator)
 
 from ..constants import MAX_SET_SIZE
 
@@ -24,8 +26,22 @@ Name = Annotated[str, StringConstraints(min_length=1, max_length=NAME_CHARS, pat
 """A registered name: letters, digits and ``_ . = -``, at most 200 characters, starting with a letter or digit."""
 Mode = Literal["timeslice", "mps"]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Job = Union[Name, dict[str, Any]]
-"""A registered profile's name, or an inline profile document."""
+_NAME_RE = re.compile(NAME_PATTERN)
+
+
+def _job(v: Any) -> Any:
+    if isinstance(v, dict) or (isinstance(v, str) and 0 < len(v) <= NAME_CHARS and _NAME_RE.match(v)):
+        return v
+    shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:36] + "..."
+    if isinstance(v, str):
+        raise ValueError(f"{shown} is not a profile name (letters, digits and _ . = -, at most {NAME_CHARS} characters)")
+    raise ValueError(f"a job is a registered profile's name or an inline profile (an object), not {shown}")
+
+
+Job = Annotated[Any, AfterValidator(_job), WithJsonSchema({"oneOf": [
+    {"type": "string", "minLength": 1, "maxLength": NAME_CHARS, "pattern": NAME_PATTERN, "description": "a registered profile's name"},
+    {"$ref": "#/components/schemas/job_profile"}]})]
+"""A registered profile's name, or an inline profile document (checked by the runtime's profile schema)."""
 
 
 class Body(BaseModel):

@@ -20,7 +20,7 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from ..errors import ColopredError, InputError
+from ..errors import ColopredError
 from .state import ServiceError
 
 
@@ -31,12 +31,12 @@ def error_response(status: int, field: str | None, message: str, headers: dict[s
 
 def field_path(loc: tuple | list) -> str:
     """A pydantic location as the field path our messages use: ``("body", "jobs", 0)`` -> ``jobs[0]``."""
-    parts = [p for p in loc if p not in ("body",)]
+    parts = [p for p in loc if p not in ("body", "path", "query", "header")]
     out = ""
     for p in parts:
         if isinstance(p, int):
             out += f"[{p}]"
-        elif p in ("str", "dict", "list[str]", "function-after[...]") or "[" in str(p) or "-" in str(p):
+        elif p in ("str", "dict", "int", "float", "constrained-str") or "[" in str(p) or str(p).startswith("function-"):
             continue  # pydantic's names of union members, not fields
         else:
             out += ("." if out else "") + str(p)
@@ -48,7 +48,8 @@ def _validation_message(err: dict[str, Any], request: Request) -> tuple[str, str
     kind = err.get("type", "")
     if kind == "json_invalid":
         detail = (err.get("ctx") or {}).get("error", "not JSON")
-        return "body", f"body: invalid JSON ({detail}, at character {loc[1] if len(loc) > 1 else 0})"
+        at = "" if "strict JSON" in detail else f", at character {loc[1] if len(loc) > 1 else 0}"
+        return "body", f"body: invalid JSON ({detail}{at})"
     where = field_path(loc)
     if where == "body" and kind in ("model_attributes_type", "dict_type", "missing"):
         ctype = request.headers.get("content-type", "")
@@ -58,6 +59,11 @@ def _validation_message(err: dict[str, Any], request: Request) -> tuple[str, str
         if kind == "missing":
             return "body", "body: a JSON object is required"
     msg = err.get("msg", "invalid")
+    if kind == "value_error":
+        msg = msg.removeprefix("Value error, ")
+        head = _leading_field(msg)
+        if where == "body" and head and msg.startswith(head + ":"):
+            return head, msg
     if kind == "extra_forbidden":
         msg = "unknown field"
     elif kind == "missing":
@@ -79,7 +85,7 @@ async def service_error_handler(request: Request, exc: ServiceError) -> Response
 
 async def colopred_error_handler(request: Request, exc: ColopredError) -> Response:
     """The runtime's own refusals (a request document's field, a profile's schema): 422 with its one line."""
-    text = exc.problem if isinstance(exc, InputError) else str(exc)
+    text = str(exc)
     return error_response(422, _leading_field(text), text)
 
 

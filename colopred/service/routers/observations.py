@@ -71,8 +71,8 @@ async def post_observation(body: ObservationBody, state: ServiceState = Depends(
         try:
             Observation(tuple(profiles), tuple(measured))
         except ValueError as e:
-            raise ServiceError(422, "slowdowns" if body.slowdowns is not None else "colocated_ms",
-                               f"{'slowdowns' if body.slowdowns is not None else 'colocated_ms'}: {e}") from None
+            where = "jobs" if "twice" in str(e) else "slowdowns" if body.slowdowns is not None else "colocated_ms"
+            raise ServiceError(422, where, f"{where}: {e}") from None
         try:
             live = m.predictor.predict_many([profiles])["slowdown"].to_numpy()
             raw = Predictor(m.predictor.model, m.mode, m.predictor.manifest).predict_many([profiles])["slowdown"].to_numpy()

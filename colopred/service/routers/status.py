@@ -6,11 +6,12 @@ from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from ... import __version__
+from ...runtime.observed import prior_weight_of
 from ..errors import StrictJSONRoute
 from ..deps import get_state, json_response
 from ..metrics import exposition
 from ..openapi import answer
-from ..state import ServiceState
+from ..state import ServiceError, ServiceState
 
 router = APIRouter(tags=["status"], route_class=StrictJSONRoute)
 
@@ -38,3 +39,18 @@ async def metrics(request: Request) -> Response:
         state.sync()
     data, ctype = exposition(lambda: state)
     return Response(data, media_type=ctype)
+
+
+@router.get("/v1/models/{name}/offsets", response_model=None, tags=["models"],
+            responses=answer({"type": "object"}, "each observed job's offset: observations k, mean log ratio r, factor"))
+async def offsets(name: str, state: ServiceState = Depends(get_state)) -> Response:
+    """What the stored observations hold of each job for this model: k, r = mean log(measured / predicted), and
+    the factor exp(k / (k + n0) * r) its predictions take (docs/model.md, "Measured collocations fed back")."""
+    m = state.models.get(name)
+    if m is None:
+        raise ServiceError(404, "name", f"name: no model named {name!r} is served (GET /v1/models lists them)")
+    n0 = m.predictor.prior_weight if m.predictor.prior_weight is not None else prior_weight_of(m.mode)
+    with state.lock:
+        jobs = {j: {"observations": k, "sum_log_ratio": total, "mean_log_ratio": m.predictor.offsets[j].mean_log_ratio,
+                    "factor": m.predictor.offsets[j].factor(n0)} for j, (total, k) in sorted(m.sums.items())}
+    return json_response({"model": m.id, "prior_weight": n0, "heads": dict(state.heads), "jobs": jobs})

@@ -17,6 +17,8 @@ from pathlib import Path
 from .base import Store, StoreError
 
 FILE_NAME = "colopred.sqlite3"
+NETWORK_FILE_SYSTEMS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "afs", "ceph", "glusterfs", "lustre", "fuse.sshfs",
+                                  "fuse.s3fs", "fuse.gcsfuse", "9p"})
 BUSY_TIMEOUT_MS = 30_000
 
 
@@ -31,6 +33,11 @@ class SqliteStore(Store):
         if not folder.is_dir():
             raise StoreError(f"{folder}: not a folder (--store names a folder for the store's database)")
         self.path = folder / FILE_NAME
+        fs = filesystem_type(folder)
+        if fs in NETWORK_FILE_SYSTEMS:
+            raise StoreError(f"{folder}: on a network file system ({fs}), where SQLite's locks and shared memory do not hold "
+                             "between hosts: keep the store on a local disk, or share a PostgreSQL database "
+                             "(--store postgresql://...)")
         self.url = f"sqlite:{self.path}"
         try:
             self._writer = self._connect()
@@ -67,3 +74,21 @@ class SqliteStore(Store):
     def integrity(self) -> str:
         """``PRAGMA integrity_check``'s answer (``ok`` when the file is sound)."""
         return self._read("PRAGMA integrity_check")[0][0]
+
+
+def filesystem_type(folder: Path) -> str | None:
+    """The type of the file system ``folder`` lies on, from /proc/self/mounts (None where that is not readable)."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    target = str(folder.resolve())
+    best, kind = "", None
+    for line in mounts:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = parts[1].replace("\\040", " ")
+        if (target == point or target.startswith(point.rstrip("/") + "/")) and len(point) > len(best):
+            best, kind = point, parts[2]
+    return kind
