@@ -144,8 +144,11 @@ class BodyTooLarge(Exception):
 
 
 class BodyLimit:
-    """ASGI middleware: a body over ``limit`` bytes is refused with 413 (by its Content-Length before any byte is
-    read, else as soon as the bytes received pass the limit)."""
+    """ASGI middleware: a body over ``limit`` bytes is refused with 413, by its Content-Length before the app sees
+    it, else as soon as the bytes received pass the limit. The rest of the body is read and dropped first (up to
+    ``DRAIN_FACTOR`` times the limit), so that a client still sending it reads the 413 rather than a reset."""
+
+    DRAIN_FACTOR = 8
 
     def __init__(self, app: Any, limit: int):
         self.app, self.limit = app, limit
@@ -155,15 +158,18 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         length = next((v for k, v in scope.get("headers", ()) if k == b"content-length"), None)
         if length is not None and (not length.isdigit() or int(length) > self.limit):
+            await self._drain(receive, 0)
             return await self._refuse(scope, receive, send, length.decode("latin-1"))
         seen = 0
+        done = False
         started = False
 
         async def counted() -> dict:
-            nonlocal seen
+            nonlocal seen, done
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
+                done = not message.get("more_body", False)
                 if seen > self.limit:
                     raise BodyTooLarge()
             return message
@@ -178,11 +184,21 @@ class BodyLimit:
             await self.app(scope, counted, tracked_send)
         except BodyTooLarge:
             if not started:
+                if not done:
+                    await self._drain(receive, seen)
                 await self._refuse(scope, receive, send, f"more than {self.limit}")
 
+    async def _drain(self, receive: Callable, seen: int) -> None:
+        while seen <= self.DRAIN_FACTOR * self.limit:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            seen += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return
+
     async def _refuse(self, scope: dict, receive: Callable, send: Callable, size: str) -> None:
-        r = error_response(413, "body", f"body: {size} bytes, over the limit of {self.limit} bytes (--max-body-mib)",
-                           {"Connection": "close"})
+        r = error_response(413, "body", f"body: {size} bytes, over the limit of {self.limit} bytes (--max-body-mib)")
         await r(scope, receive, send)
 
 

@@ -26,6 +26,8 @@ class SqliteStore(Store):
     def __init__(self, folder: str | os.PathLike):
         super().__init__()
         folder = Path(folder)
+        if folder.exists() and not folder.is_dir():
+            raise StoreError(f"{folder}: not a folder (--store names a folder for the store's database)")
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
