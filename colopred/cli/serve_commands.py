@@ -13,7 +13,14 @@ from ..errors import ColopredError, InputError
 
 
 def cmd_serve(a) -> int:
+    if a.threads < 1:
+        raise ColopredError(f"--threads must be at least 1, not {a.threads}")
+    # before numpy and XGBoost load: their thread pools read it once (each worker process inherits it)
+    os.environ["OMP_NUM_THREADS"] = str(a.threads)
     try:
+        import uvicorn  # noqa: F401
+
+        from ..service import app  # noqa: F401 (FastAPI, prometheus_client)
         from ..service.config import Limits, ServiceConfig
         from ..service.server import serve
     except ImportError as e:
@@ -156,6 +163,7 @@ def add_commands(sub) -> None:
     p.add_argument("--model", action="append", metavar="MANIFEST",
                    help="a model manifest to serve (repeat for several; default: the shipped models)")
     p.add_argument("--workers", type=int, default=1, help="worker processes (about one per core)")
+    p.add_argument("--threads", type=int, default=1, help="threads each worker's predictions use (OMP_NUM_THREADS)")
     p.add_argument("--token-file", help="a file holding a bearer token that every writing endpoint requires")
     p.add_argument("--max-body-mib", type=float, default=16.0, help="largest request body, MiB")
     p.add_argument("--max-per-gpu", type=int, default=3, help="the extender's limit of jobs per GPU")

@@ -90,8 +90,8 @@ def read_pod(pod: Any, default_max_per_gpu: int, default_max_slowdown: float | N
     profile = notes.get(PROFILE)
     mode = notes.get(MODE)
     if mode is not None and mode not in MODES:
-        raise ServiceError(422, f"Pod.metadata.annotations[{MODE}]", f"annotation {MODE}: {mode[:40]!r} is not a mode "
-                           f"(one of {', '.join(MODES)})")
+        raise ServiceError(422, f"Pod.metadata.annotations[{MODE}]", f"Pod.metadata.annotations[{MODE}]: {mode[:40]!r} is "
+                           f"not a mode (one of {', '.join(MODES)})")
     max_slowdown = default_max_slowdown
     if MAX_SLOWDOWN in notes:
         try:
@@ -100,13 +100,13 @@ def read_pod(pod: Any, default_max_per_gpu: int, default_max_slowdown: float | N
             max_slowdown = math.nan
         if not (math.isfinite(max_slowdown) and max_slowdown >= 1):
             raise ServiceError(422, f"Pod.metadata.annotations[{MAX_SLOWDOWN}]",
-                               f"annotation {MAX_SLOWDOWN}: {notes[MAX_SLOWDOWN][:40]!r} is not a number of at least 1")
+                               f"Pod.metadata.annotations[{MAX_SLOWDOWN}]: {notes[MAX_SLOWDOWN][:40]!r} is not a number of at least 1")
     max_per_gpu = default_max_per_gpu
     if MAX_PER_GPU in notes:
         text = notes[MAX_PER_GPU]
         if not text.isdigit() or not 1 <= int(text) <= MAX_SET_SIZE:
             raise ServiceError(422, f"Pod.metadata.annotations[{MAX_PER_GPU}]",
-                               f"annotation {MAX_PER_GPU}: {text[:40]!r} is not a whole number from 1 to {MAX_SET_SIZE}")
+                               f"Pod.metadata.annotations[{MAX_PER_GPU}]: {text[:40]!r} is not a whole number from 1 to {MAX_SET_SIZE}")
         max_per_gpu = int(text)
     return PodRequest(name, profile, mode, max_slowdown, max_per_gpu)
 
