@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,10 @@ def create_app(config: ServiceConfig | None = None, store: Store | None = None) 
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    # what start-up built (modules, models, profiles, the rebuilt state) lives as long as the server: out of the
+    # collector's sight, a full collection walks only what requests made since (no 100 ms pause mid-request)
+    gc.collect()
+    gc.freeze()
     return app
 
 

@@ -138,123 +138,156 @@ def candidate_nodes(args: Any, max_nodes: int) -> tuple[list[str], list[Any] | N
 
 
 def judge(state: ServiceState, pod: PodRequest, nodes: list[str]) -> dict[str, list[GpuVerdict]]:
-    """Each known node's GPUs judged for the pod (module doc); a node without a report maps to []."""
-    _, job = state.profile(pod.profile, f"Pod.metadata.annotations[{PROFILE}]")
+    """Each known node's GPUs judged for the pod (module doc); a node without a report maps to []. The sets are
+    scored in one batch per model, those seen before (same model, profile versions and observation counts) taken
+    from the cache: ``prioritize`` right after ``filter`` predicts nothing again."""
+    where = f"Pod.metadata.annotations[{PROFILE}]"
+    pod_version, job = state.profile(pod.profile, where)
     out: dict[str, list[GpuVerdict]] = {}
-    todo: list[tuple[str, str, ServedModel, list[JobProfile], list[tuple[str, int]], float | None]] = []
+    rows: dict[str, list[tuple[str, str, tuple[str, ...], Any]]] = {}  # mode -> (node, gpu, running, memory_gib)
+    # a node's verdicts hold while the pod, the node's report, the profiles and the observations are as they were
+    epoch = (pod.profile, pod_version, pod.mode, pod.max_slowdown, pod.max_per_gpu, state.heads["profiles"],
+             state.heads["observations"])
+    fresh: list[str] = []
     for node in nodes:
         report = state.nodes.get(node)
         if report is None:
             out[node] = []
             continue
-        _, doc = report
+        known = state.verdicts.get((epoch, node, report[0]))
+        if known is not None:
+            out[node] = known
+            continue
+        verdicts: list[GpuVerdict] = []
+        out[node] = verdicts
+        fresh.append(node)
+        doc = report[1]
         node_mode = doc.get("mode")
         mode = pod.mode or node_mode
-        out[node] = []
         for g in doc.get("gpus", ()):
             gname = str(g.get("name"))
+            running = g.get("running") or ()
             if mode is None:
-                out[node].append(GpuVerdict(node, gname, False, 0.0, "no sharing mode (annotate the pod with colopred.io/mode "
+                verdicts.append(GpuVerdict(node, gname, False, 0.0, "no sharing mode (annotate the pod with colopred.io/mode "
                                                                       "or report the node's mode)"))
+            elif node_mode is not None and node_mode != mode:
+                verdicts.append(GpuVerdict(node, gname, False, 0.0, f"its GPUs share by {node_mode}, the pod asks for {mode}"))
+            elif len(running) + 1 > pod.max_per_gpu:
+                verdicts.append(GpuVerdict(node, gname, False, 0.0, f"max_per_gpu {pod.max_per_gpu} reached"))
+            else:
+                rows.setdefault(mode, []).append((node, gname, tuple(running), g.get("memory_gib")))
+    for mode, todo in rows.items():
+        m = state.model_for(mode, [job])
+        _judge_mode(state, m, pod, pod_version, job, todo, out)
+    for node in fresh:
+        state.verdicts.put((epoch, node, state.nodes[node][0]), out[node])
+    return out
+
+
+def _judge_mode(state: ServiceState, m: ServedModel, pod: PodRequest, pod_version: int, job: JobProfile,
+                todo: list[tuple[str, str, tuple[str, ...], Any]], out: dict[str, list[GpuVerdict]]) -> None:
+    """The GPUs of one mode: memory, then the predicted slowdowns and throughput of each set with and without the
+    pod, the sets the cache lacks predicted in one batch."""
+    profiles: list[JobProfile] = [job]
+    code: dict[str, int] = {pod.profile: 0}
+    keys: list[tuple] = [(pod.profile, pod_version, m.observed(pod.profile))]
+    bad: dict[str, str] = {}
+    for _, _, running, _ in todo:  # each distinct running job once: its profile, version and observation count
+        for n in running:
+            if n in code or n in bad:
                 continue
-            if node_mode is not None and pod.mode is not None and node_mode != pod.mode:
-                out[node].append(GpuVerdict(node, gname, False, 0.0, f"its GPUs share by {node_mode}, the pod asks for {pod.mode}"))
+            hit = state.profiles.get(n)
+            if hit is None:
+                bad[n] = f"runs {n!r}, whose profile is not registered"
+            elif hit[1].source != job.source:
+                bad[n] = f"runs {n!r}, a {hit[1].source} profile, and the pod's is {job.source}"
+            else:
+                code[n] = len(profiles)
+                profiles.append(hit[1])
+                keys.append((n, hit[0], m.observed(n)))
+    peak = np.array([p.peak_memory_gib if p.peak_memory_gib is not None else np.nan for p in profiles])
+    own_memory = np.array([p.gpu.memory_gib for p in profiles])
+    width = max((len(r) for _, _, r, _ in todo), default=0) + 1
+    live: list[tuple[str, str, tuple[str, ...], Any]] = []
+    idx_rows: list[list[int]] = []
+    for row in todo:
+        running = row[2]
+        if bad:
+            wrong = next((bad[n] for n in running if n in bad), None)
+            if wrong is not None:
+                out[row[0]].append(GpuVerdict(row[0], row[1], False, 0.0, wrong))
                 continue
-            running = list(g.get("running") or ())
-            if len(running) + 1 > pod.max_per_gpu:
-                out[node].append(GpuVerdict(node, gname, False, 0.0, f"max_per_gpu {pod.max_per_gpu} reached"))
-                continue
-            members: list[JobProfile] = []
-            keys: list[tuple[str, int]] = []
-            missing = None
-            for n in running:
-                hit = state.profiles.get(n)
-                if hit is None:
-                    missing = n
-                    break
-                keys.append((n, hit[0]))
-                members.append(hit[1])
-            if missing is not None:
-                out[node].append(GpuVerdict(node, gname, False, 0.0, f"runs {missing!r}, whose profile is not registered"))
-                continue
-            keys.append((pod.profile, state.profiles[pod.profile][0]))
-            members.append(job)
-            try:
-                m = state.model_for(mode, members)
-            except ServiceError as e:
-                out[node].append(GpuVerdict(node, gname, False, 0.0, e.message))
-                continue
-            todo.append((node, gname, m, members, keys, g.get("memory_gib")))
-    values = _set_values(state, [(m, ms, ks) for _, _, m, ms, ks, _ in todo])
-    for (node, gname, m, members, keys, mem), (with_pod, without_pod) in zip(todo, values):
-        s_max, thr = with_pod
-        need = outcome.memory_need_gib([p.peak_memory_gib for p in members])
-        memory = float(mem) if mem is not None else max(p.gpu.memory_gib for p in members)
-        if need > memory:
-            out[node].append(GpuVerdict(node, gname, False, 0.0, f"needs {need:.1f} GiB, has {memory:.1f}"))
+        live.append(row)
+        idx_rows.append([code[n] for n in running] + [0])
+    if not live:
+        return
+    idx = np.full((len(live), width), -1, dtype=np.int64)
+    for r, members in enumerate(idx_rows):
+        idx[r, : len(members)] = members
+    present = idx >= 0
+    safe = np.where(present, idx, 0)
+    need = outcome.memory_need_gib(np.where(present, peak[safe], np.nan), present)
+    given = np.array([np.nan if mem is None else float(mem) for _, _, _, mem in live])
+    memory = np.where(np.isnan(given), np.where(present, own_memory[safe], -np.inf).max(axis=1), given)
+    fits = need <= memory
+    # a set's key lists its running jobs as the node reported them: the same set reported in another order is only
+    # predicted once more, never confused with another
+    run_keys = [tuple([keys[c] for c in members[:-1]]) for members in idx_rows]
+    with_pod = _values(state, m, profiles, [(keys[0], rk) for rk in run_keys], [members for members in idx_rows], fits)
+    without = _values(state, m, profiles, [(None, rk) for rk in run_keys], [members[:-1] for members in idx_rows], fits)
+    for r, (node, gname, _, _) in enumerate(live):
+        s_max, thr = with_pod[r]
+        if not fits[r]:
+            out[node].append(GpuVerdict(node, gname, False, 0.0, f"needs {need[r]:.1f} GiB, has {memory[r]:.1f}"))
         elif not math.isfinite(s_max):
             out[node].append(GpuVerdict(node, gname, False, 0.0, "the model cannot predict this set"))
         elif pod.max_slowdown is not None and s_max > pod.max_slowdown:
             out[node].append(GpuVerdict(node, gname, False, 0.0, f"predicted slowdown {s_max:.2f} > max_slowdown {pod.max_slowdown:g}"))
         else:
-            out[node].append(GpuVerdict(node, gname, True, thr - without_pod[1], "fits"))
-    return out
+            out[node].append(GpuVerdict(node, gname, True, thr - without[r][1], "fits"))
 
 
-def _set_values(state: ServiceState, sets: list[tuple[ServedModel, list[JobProfile], list[tuple[str, int]]]]
-                ) -> list[tuple[tuple[float, float], tuple[float, float]]]:
-    """(max predicted slowdown, normalised throughput) of each set with the pod (its last member) and without it,
-    from the cache where it holds them, the rest predicted in one batch per model."""
-    out: list[list[tuple[float, float] | None]] = []
-    missing: dict[str, dict[tuple, tuple[list[JobProfile], ServedModel]]] = {}
-    keys_of: list[tuple[tuple, tuple]] = []
-    for m, members, keys in sets:
-        pair = []
-        for part in (keys, keys[:-1]):
-            key = (m.id, tuple(sorted((n, v, m.observed(n)) for n, v in part)))
-            pair.append(key)
-        keys_of.append((pair[0], pair[1]))
-        row: list[tuple[float, float] | None] = []
-        for key, ms in ((pair[0], members), (pair[1], members[:-1])):
-            if len(ms) <= 1:
-                row.append((1.0, float(len(ms))))  # a job alone: slowdown 1, throughput 1 (0 for an empty GPU)
-                continue
-            v = state.set_values.get(key)
-            row.append(v)
+def _values(state: ServiceState, m: ServedModel, profiles: list[JobProfile], keys: list[tuple], members: list[list[int]],
+            wanted: np.ndarray) -> list[tuple[float, float]]:
+    """(max predicted slowdown, normalised throughput) of each set (``members``: indices into ``profiles``) where
+    ``wanted``, from the cache by ``keys`` or predicted in one batch (a job alone: 1 and 1; no job: 1 and 0)."""
+    out: list[tuple[float, float]] = [(1.0, 0.0)] * len(members)
+    missing: list[int] = []
+    cache = state.set_values
+    for r, (key, ms) in enumerate(zip(keys, members)):
+        if len(ms) <= 1:
+            out[r] = (1.0, float(len(ms)))
+        elif wanted[r]:
+            v = cache.get((m.id, key))
             if v is None:
-                missing.setdefault(m.name, {})[key] = (ms, m)
-        out.append(row)
-    for name, todo in missing.items():
-        m = state.models[name]
-        keys = list(todo)
-        code_of: dict[tuple[int, str], int] = {}
-        profiles: list[JobProfile] = []
-        rows: list[list[int]] = []
-        for key in keys:
-            ms = todo[key][0]
-            idx = []
-            for p, inst in zip(ms, instance_names([p.name for p in ms])):  # copies of one job: JOB#1, JOB#2
-                code = code_of.get((id(p), inst))
-                if code is None:
-                    code = code_of[(id(p), inst)] = len(profiles)
-                    profiles.append(p if inst == p.name else p.with_(name=inst))
-                idx.append(code)
-            rows.append(idx)
-        sizes = np.array([len(r) for r in rows], dtype=np.int64)
-        flat = np.fromiter((i for r in rows for i in r), dtype=np.int64, count=int(sizes.sum()))
-        idx = padded(flat, sizes, width=int(sizes.max()))
-        s = m.predictor.slowdown_index(profiles, idx)
-        smax = np.nanmax(np.where(idx >= 0, s, -np.inf), axis=1)
-        smax = np.where(np.isnan(np.where(idx >= 0, s, 0.0)).any(axis=1), np.nan, smax)
+                missing.append(r)
+            else:
+                out[r] = v
+    if missing:
+        batch: list[JobProfile] = []
+        slot: dict[tuple[int, str], int] = {}
+        rows = []
+        for r in missing:
+            ms = members[r]
+            row = []
+            for c, inst in zip(ms, instance_names([profiles[c].name for c in ms])):  # copies of one job: JOB#1, JOB#2
+                at = slot.get((c, inst))
+                if at is None:
+                    at = slot[(c, inst)] = len(batch)
+                    batch.append(profiles[c] if inst == profiles[c].name else profiles[c].with_(name=inst))
+                row.append(at)
+            rows.append(row)
+        sizes = np.array([len(x) for x in rows], dtype=np.int64)
+        idx = padded(np.fromiter((i for x in rows for i in x), dtype=np.int64, count=int(sizes.sum())), sizes)
+        s = m.predictor.slowdown_index(batch, idx)
+        filled = idx >= 0
+        unpredictable = np.isnan(np.where(filled, s, 0.0)).any(axis=1)
+        smax = np.where(unpredictable, np.nan, np.max(np.where(filled, s, -np.inf), axis=1))
         thr = outcome.normalised_throughput(s)
-        for key, a, b in zip(keys, smax, thr):
-            state.set_values.put(key, (float(a), float(b)))
-    result = []
-    for (k_with, k_without), row in zip(keys_of, out):
-        with_pod = row[0] if row[0] is not None else state.set_values.get(k_with)
-        without = row[1] if row[1] is not None else state.set_values.get(k_without)
-        result.append((with_pod, without))
-    return result
+        for r, a, b in zip(missing, smax, thr):
+            out[r] = (float(a), float(b))
+            cache.put((m.id, keys[r]), out[r])
+    return out
 
 
 def score(gain: float) -> int:

@@ -37,8 +37,10 @@ from .store import Store
 ROLLING_ERRORS = 200
 """Observed jobs (per mode) over which /metrics' rolling error of predictions is taken."""
 
-ANSWER_CACHE_ENTRIES = 50_000
-"""Answers kept per cache (first in, first out); an answer is a few hundred bytes."""
+ANSWER_CACHE_ENTRIES = 20_000
+"""Answers kept (first in, first out): about 1 KB each with its key, 20 MB in all."""
+SET_VALUE_ENTRIES = 50_000
+"""The extender's per-GPU set values kept (first in, first out): about 300 bytes each."""
 
 
 class ServiceError(Exception):
@@ -143,7 +145,8 @@ class ServiceState:
         self.observation_counts = {m: 0 for m in MODES}
         self.lock = threading.RLock()
         self.predictions = AnswerCache()
-        self.set_values = AnswerCache(200_000)
+        self.set_values = AnswerCache(SET_VALUE_ENTRIES)
+        self.verdicts = AnswerCache(SET_VALUE_ENTRIES)
         self.catch_up()
 
     # ------------------------------------------------------------------ models

@@ -242,6 +242,25 @@ class Store:
     def put_profile(self, name: str, document: dict[str, Any], sha256: str) -> tuple[VersionRecord, bool]:
         return self._put_version("profiles", name, document, sha256)
 
+    def put_profiles(self, items: Sequence[tuple[str, dict[str, Any], str]]) -> int:
+        """Register many (name, document, sha256) in one transaction, each as a new version unless its latest
+        holds the same document; returns how many versions were added."""
+        def tx(cur):
+            added = 0
+            at = now_utc()
+            for name, document, sha256 in items:
+                cur.execute(self._sql("SELECT version, sha256, document IS NULL FROM profiles WHERE name = ? "
+                                      "ORDER BY version DESC LIMIT 1"), (name,))
+                row = cur.fetchone()
+                if row is not None and row[1] == sha256 and not row[2]:
+                    continue
+                cur.execute(self._sql("INSERT INTO profiles (name, version, document, sha256, created_at) VALUES (?, ?, ?, ?, ?)"),
+                            (name, 1 if row is None else int(row[0]) + 1,
+                             json.dumps(document, separators=(",", ":"), allow_nan=False), sha256, at))
+                added += 1
+            return added
+        return self._write(tx)
+
     def delete_profile(self, name: str) -> tuple[VersionRecord | None, bool]:
         return self._put_version("profiles", name, None, None)
 
