@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -32,7 +33,8 @@ class Server:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.args = list(args)
-        self.log_path = log or Path(self.store if not self.store.startswith("postgres") else "/tmp").with_name(f"serve-{self.port}.log")
+        default_log = (Path(tempfile.gettempdir()) if self.store.startswith("postgres") else Path(self.store).parent) / f"serve-{self.port}.log"
+        self.log_path = log or default_log
         self._log = open(self.log_path, "ab")
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)

@@ -12,14 +12,14 @@ from ..runtime.documents import dumps
 from .state import ServiceError, ServiceState
 
 
-def get_state(request: Request) -> ServiceState:
+async def get_state(request: Request) -> ServiceState:
     """The server's state (one per process), synced with the store's last commit."""
     state: ServiceState = request.app.state.service
     state.sync()
     return state
 
 
-def require_token(request: Request) -> None:
+async def require_token(request: Request) -> None:
     """Writing endpoints: ``Authorization: Bearer TOKEN`` must match ``--token-file`` where one was given."""
     token: str | None = request.app.state.token
     if token is None:

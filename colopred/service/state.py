@@ -82,9 +82,14 @@ class ServedModel:
 
     def add(self, job: str, log_ratio: float) -> None:
         total, k = self.sums.get(job, (0.0, 0))
-        total, k = total + log_ratio, k + 1
-        self.sums[job] = (total, k)
-        self.predictor.offsets[job] = JobOffset(k, total / k)
+        self.sums[job] = (total + log_ratio, k + 1)
+        self.refresh((job,))
+
+    def refresh(self, jobs: Iterable[str]) -> None:
+        """The predictor's offsets of ``jobs`` from their sums: (k, Σ / k), as ``Predictor.observe`` pools them."""
+        for job in jobs:
+            total, k = self.sums[job]
+            self.predictor.offsets[job] = JobOffset(k, total / k)
 
     def observed(self, job: str) -> int:
         entry = self.sums.get(job)
@@ -188,8 +193,9 @@ class ServiceState:
                 if rec.document is None:
                     self.profiles.pop(rec.name, None)
                 else:
-                    p = JobProfile.from_dict(rec.document, f"store profile {rec.name} v{rec.version}")
-                    self.profiles[rec.name] = (rec.version, p.with_(meta={}))
+                    # provenance (meta) stays in the store: GET /v1/profiles/{name} answers from there
+                    p = JobProfile.from_dict({**rec.document, "meta": {}}, f"store profile {rec.name} v{rec.version}")
+                    self.profiles[rec.name] = (rec.version, p)
                 self.heads["profiles"] = rec.seq
             for rec in _drain(self.store.node_changes, self.heads["nodes"]):
                 if rec.document is None:
@@ -200,21 +206,33 @@ class ServiceState:
             self._apply_observations()
 
     def _apply_observations(self) -> None:
+        """The observation rows after the last applied, in seq order: each job's Σ log ratio and count, summed in
+        that order (so a rebuild from the store and a server that took them one by one hold the same floats)."""
         by_id = {m.id: m for m in self.models.values()}
         foreign: list[int] = []
-        last = self.heads["observations"]
-        prev_seq = None
+        touched: dict[str, set[str]] = {}
+        counts, rolling = self.observation_counts, self.rolling
+        last = prev = self.heads["observations"]
         for seq, mode, model_id, job, log_ratio, slowdown, predicted in self.store.observation_rows(self.heads["observations"]):
             m = by_id.get(model_id)
             if m is None:
-                if seq != prev_seq:
+                if seq != prev:
                     foreign.append(seq)
             else:
-                m.add(job, log_ratio)
-            if seq != prev_seq:
-                self.observation_counts[mode] = self.observation_counts.get(mode, 0) + 1
-            self.rolling.setdefault(mode, deque(maxlen=ROLLING_ERRORS)).append(100.0 * abs(predicted - slowdown) / slowdown)
-            prev_seq = last = seq
+                sums = m.sums
+                total, k = sums.get(job, (0.0, 0))
+                sums[job] = (total + log_ratio, k + 1)
+                touched.setdefault(m.name, set()).add(job)
+            if seq != prev:
+                counts[mode] = counts.get(mode, 0) + 1
+                prev = seq
+            d = rolling.get(mode)
+            if d is None:
+                d = rolling[mode] = deque(maxlen=ROLLING_ERRORS)
+            d.append(100.0 * abs(predicted - slowdown) / slowdown)
+            last = seq
+        for name, jobs in touched.items():
+            self.models[name].refresh(jobs)
         if foreign:
             self._apply_foreign(foreign)
         self.heads["observations"] = last
@@ -233,7 +251,7 @@ class ServiceState:
                     rec = self.store.profile(j.job, v)
                     if rec is None or rec.document is None:
                         break
-                    profiles.append(JobProfile.from_dict(rec.document).with_(meta={}))
+                    profiles.append(JobProfile.from_dict({**rec.document, "meta": {}}))
                 else:
                     try:
                         m = self.model_for(r.mode, profiles)
