@@ -9,7 +9,9 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -29,7 +31,8 @@ def postgres(tmp_path_factory):
     if not initdb or not pg_ctl:
         pytest.skip("no PostgreSQL server binaries (Debian: apt-get install postgresql)")
     pytest.importorskip("psycopg")
-    folder = tmp_path_factory.mktemp("pg")
+    # its own folder in the system's temporary folder: pytest's are private to this user, and PostgreSQL runs as its own
+    folder = Path(tempfile.mkdtemp(prefix="colopred-pg-"))
     data = folder / "data"
     as_user: list[str] = []
     if os.geteuid() == 0:  # PostgreSQL refuses to run as root: run it as its own user
@@ -48,6 +51,7 @@ def postgres(tmp_path_factory):
         yield f"postgresql://colopred@/postgres?host={folder}&port={port}", started_s
     finally:
         subprocess.run([*as_user, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _post(server, path, body, **kw):
