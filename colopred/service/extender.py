@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -68,8 +68,7 @@ class PodRequest:
     max_per_gpu: int
 
 
-@dataclass(frozen=True)
-class GpuVerdict:
+class GpuVerdict(NamedTuple):
     node: str
     gpu: str
     allowed: bool
@@ -254,27 +253,34 @@ def _values(state: ServiceState, m: ServedModel, profiles: list[JobProfile], key
     out: list[tuple[float, float]] = [(1.0, 0.0)] * len(members)
     missing: list[int] = []
     cache = state.set_values
-    for r, (key, ms) in enumerate(zip(keys, members)):
+    known = cache.peek
+    mid = m.id
+    for r, ms in enumerate(members):
         if len(ms) <= 1:
             out[r] = (1.0, float(len(ms)))
         elif wanted[r]:
-            v = cache.get((m.id, key))
+            v = known((mid, keys[r]))
             if v is None:
                 missing.append(r)
             else:
                 out[r] = v
+    cache.hits += len(members) - len(missing)
+    cache.misses += len(missing)
     if missing:
-        batch: list[JobProfile] = []
-        slot: dict[tuple[int, str], int] = {}
+        batch: list[JobProfile] = list(profiles)  # codes index profiles; copies of one job are added as JOB#1, JOB#2
+        copies: dict[tuple[int, str], int] = {}
         rows = []
         for r in missing:
             ms = members[r]
+            if len(set(ms)) == len(ms):
+                rows.append(ms)
+                continue
             row = []
-            for c, inst in zip(ms, instance_names([profiles[c].name for c in ms])):  # copies of one job: JOB#1, JOB#2
-                at = slot.get((c, inst))
+            for c, inst in zip(ms, instance_names([profiles[c].name for c in ms])):
+                at = copies.get((c, inst))
                 if at is None:
-                    at = slot[(c, inst)] = len(batch)
-                    batch.append(profiles[c] if inst == profiles[c].name else profiles[c].with_(name=inst))
+                    at = copies[(c, inst)] = len(batch)
+                    batch.append(profiles[c].with_(name=inst))
                 row.append(at)
             rows.append(row)
         sizes = np.array([len(x) for x in rows], dtype=np.int64)

@@ -60,10 +60,9 @@ class ServedModel:
     predictor: Predictor
     sums: dict[str, tuple[float, int]] = field(default_factory=dict)
 
-    @property
-    def id(self) -> str:
+    def __post_init__(self) -> None:
+        self.id = f"{self.name}@{self.sha256[:12]}"
         """``NAME@SHA256[:12]``: the model version an answer or an observation record names."""
-        return f"{self.name}@{self.sha256[:12]}"
 
     @property
     def mode(self) -> str:
@@ -127,6 +126,10 @@ class AnswerCache:
         else:
             self.hits += 1
         return v
+
+    def peek(self, key: Hashable) -> Any:
+        """The entry, or None, without counting a hit or a miss (the caller counts a batch at once)."""
+        return self._d.get(key)
 
     def put(self, key: Hashable, value: Any) -> None:
         self._d[key] = value
