@@ -347,3 +347,29 @@ def test_serve_refuses_bad_options_in_one_line(tmp_path):
         r = subprocess.run([sys.executable, "-m", "colopred", "serve", *args, "--port", "1"], capture_output=True, text=True,
                            cwd=ROOT, timeout=120)
         assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_observations_another_model_predicted_are_predicted_again_by_the_served_one(tmp_path):
+    """A replica or an earlier server with another model stored them: the served model of their mode takes them with
+    its own predictions of the same profile versions, as Predictor.observe would."""
+    from colopred.service.routers.profiles import canonical
+    from colopred.service.state import ServiceState, load_models
+    from colopred.service.store import ObservationJob, ObservationRecord, now_utc, open_store
+
+    store = open_store(str(tmp_path / "store"))
+    for job in JOBS[:3]:
+        store.put_profile(job, *canonical(local(job).to_dict()))
+    measured = [((JOBS[0], JOBS[1]), (2.0, 1.1)), ((JOBS[0], JOBS[2]), (1.5, 1.4))]
+    store.add_observations([ObservationRecord(0, "mps", "elsewhere@000000000000", now_utc(),
+                                              tuple(ObservationJob(j, s, 1.0, 1.0, float(np.log(s))) for j, s in zip(jobs, slows)),
+                                              None, f"sha{i}", {"profile_versions": [1, 1]})
+                            for i, (jobs, slows) in enumerate(measured)])
+    state = ServiceState(store, load_models())
+    served = state.models["h100-mps"].predictor
+    profiles = {j: local(j) for j in JOBS[:3]}
+    expected = Predictor.default("mps").observe([Observation(tuple(profiles[j] for j in jobs), slows) for jobs, slows in measured])
+    assert served.offsets.keys() == expected.offsets.keys()
+    for job, off in expected.offsets.items():
+        assert served.offsets[job].observations == off.observations
+        assert served.offsets[job].mean_log_ratio == pytest.approx(off.mean_log_ratio, rel=1e-12)
+    assert not state.models["h100-timeslice"].sums  # another mode's model takes none
