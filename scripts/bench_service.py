@@ -227,7 +227,9 @@ def bench_predict(server: Server, names: list[str], rate: float, seconds: int, t
     for which, p in (("one pair again and again", pair), ("random pairs of 10,000 profiles", None)):
         for mode, r in (("fixed rate", rate), ("closed loop", None)):
             if have_wrk:
-                delay = None if r is None else max(0.0, 1000.0 * CONNECTIONS / r - 1.0)
+                # each connection sends, waits for the answer, then waits delay(): a few ms less than the period
+                # so that the answers' own time does not bring the rate under the target
+                delay = None if r is None else max(0.0, 1000.0 * CONNECTIONS / r - 5.0)
                 res = run_wrk(server.url, wrk_lua(names, p, delay), seconds, tmp)
                 gen = "wrk"
             else:

@@ -147,15 +147,19 @@ def judge(state: ServiceState, pod: PodRequest, nodes: list[str]) -> dict[str, l
     # a node's verdicts hold while the pod, the node's report, the profiles and the observations are as they were
     epoch = (pod.profile, pod_version, pod.mode, pod.max_slowdown, pod.max_per_gpu, state.heads["profiles"],
              state.heads["observations"])
+    known = state.verdicts.get(epoch)
+    if known is None:
+        known = {}
+        state.verdicts.put(epoch, known)
     fresh: list[str] = []
     for node in nodes:
         report = state.nodes.get(node)
         if report is None:
             out[node] = []
             continue
-        known = state.verdicts.get((epoch, node, report[0]))
-        if known is not None:
-            out[node] = known
+        hit = known.get(node)
+        if hit is not None and hit[0] == report[0]:
+            out[node] = hit[1]
             continue
         verdicts: list[GpuVerdict] = []
         out[node] = verdicts
@@ -179,7 +183,7 @@ def judge(state: ServiceState, pod: PodRequest, nodes: list[str]) -> dict[str, l
         m = state.model_for(mode, [job])
         _judge_mode(state, m, pod, pod_version, job, todo, out)
     for node in fresh:
-        state.verdicts.put((epoch, node, state.nodes[node][0]), out[node])
+        known[node] = (state.nodes[node][0], out[node])
     return out
 
 

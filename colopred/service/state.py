@@ -39,6 +39,8 @@ ROLLING_ERRORS = 200
 
 ANSWER_CACHE_ENTRIES = 20_000
 """Answers kept (first in, first out): about 1 KB each with its key, 20 MB in all."""
+VERDICT_EPOCHS = 64
+"""The extender's verdicts kept: per pod and state (epoch), each candidate node's GPUs (the latest 64 pods)."""
 SET_VALUE_ENTRIES = 50_000
 """The extender's per-GPU set values kept (first in, first out): about 300 bytes each."""
 
@@ -154,7 +156,7 @@ class ServiceState:
         self.lock = threading.RLock()
         self.predictions = AnswerCache()
         self.set_values = AnswerCache(SET_VALUE_ENTRIES)
-        self.verdicts = AnswerCache(SET_VALUE_ENTRIES)
+        self.verdicts = AnswerCache(VERDICT_EPOCHS)
         self.catch_up()
 
     # ------------------------------------------------------------------ models
