@@ -197,6 +197,9 @@ def test_bad_requests_get_one_json_error_naming_the_field(server):
         (json.dumps({"mode": "mps", "jobs": [JOBS[0], {"schema": "colopred.job_profile"}]}).encode(), 422, "jobs[1]"),
         (json.dumps({"mode": "mps", "jobs": list(JOBS[:2]), "model": "h100-timeslice"}).encode(), 422, "model"),
         (b"[]", 422, "body"),
+        (b"[" * 100_000 + b"]" * 100_000, 400, "body"),
+        (b"\xff\xfe{}", 400, "body"),
+        (b"", 422, "body"),
     ]
     for raw, status, field in cases:
         got, headers, data = call(server.url + "/v1/predict", "POST", raw=raw)

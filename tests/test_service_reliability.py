@@ -58,7 +58,11 @@ class Conn:
 
 def _malformed(rng: random.Random, names: list[str]) -> tuple[str, str, bytes, str]:
     a, b = rng.sample(names, 2)
-    kind = rng.randrange(14)
+    kind = rng.randrange(16)
+    if kind == 14:
+        return "POST", "/v1/predict", b"[" * 50_000 + b"]" * 50_000, "application/json"
+    if kind == 15:
+        return "POST", "/v1/observations", b'{"mode": "mps", "jobs": ["\xff\xfe"]}', "application/json"
     if kind == 0:
         return "POST", "/v1/predict", b'{"mode": "mps", "jobs": ["' + a.encode() + b'", ', "application/json"
     if kind == 1:

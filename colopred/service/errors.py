@@ -48,7 +48,7 @@ def _validation_message(err: dict[str, Any], request: Request) -> tuple[str, str
     kind = err.get("type", "")
     if kind == "json_invalid":
         detail = (err.get("ctx") or {}).get("error", "not JSON")
-        at = "" if "strict JSON" in detail else f", at character {loc[1] if len(loc) > 1 else 0}"
+        at = "" if "strict JSON" in detail or "nested" in detail else f", at character {loc[1] if len(loc) > 1 else 0}"
         return "body", f"body: invalid JSON ({detail}{at})"
     where = field_path(loc)
     if where == "body" and kind in ("model_attributes_type", "dict_type", "missing"):
@@ -122,7 +122,10 @@ class StrictJSONRequest(Request):
                 text = body.decode("utf-8")
             except UnicodeDecodeError as e:
                 raise json.JSONDecodeError(f"not UTF-8 ({e.reason})", "", e.start) from None
-            self._json = strict_loads(text)
+            try:
+                self._json = strict_loads(text)
+            except RecursionError:
+                raise json.JSONDecodeError("nested too deeply", "", 0) from None
         return self._json
 
 
