@@ -294,6 +294,15 @@ def test_client_has_predictors_methods_and_the_cli_asks_a_server(server):
         warnings.simplefilter("ignore")
         assert c.pack(JOBS, n_gpus=2, max_per_gpu=2).gpus == pred.pack(profiles, n_gpus=2, max_per_gpu=2).gpus
     assert {m["name"] for m in c.models()} >= {"h100-mps", "h100-timeslice"}
+    # the registry and observations through the client
+    assert c.register(local(JOBS[0]), name="client-job")["version"] == 1
+    c.register(profile_doc(JOBS[1]), name="client-partner")  # its own names: the module's other tests see no observation
+    assert c.profile("client-job").iteration_ms == local(JOBS[0]).iteration_ms
+    before = c.predict(["client-job", "client-partner"])
+    assert c.observe([(("client-job", "client-partner"), (2.5, 1.2))]) is c
+    after = c.predict(["client-job", "client-partner", JOBS[2]])
+    assert after.observations == (1, 1, 0) and c.predict(["client-job", "client-partner"]).slowdown[0] > before.slowdown[0]
+    assert c.observations("client-job")[0]["slowdowns"] == [2.5, 1.2]
     with pytest.raises(RequestRefused) as e:
         c.predict([JOBS[0], "nobody"])
     assert e.value.status == 404 and e.value.field == "jobs[1]"

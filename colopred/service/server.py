@@ -37,6 +37,9 @@ def serve(config: ServiceConfig, host: str = "127.0.0.1", port: int = 8000, work
                    loop="uvloop" if _has("uvloop") else "asyncio", timeout_keep_alive=30, backlog=4096, server_header=False)
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), format="%(levelname)s: %(message)s")
     log = logging.getLogger("colopred.service")
+    if host not in ("127.0.0.1", "localhost", "::1") and config.token_file is None:
+        log.warning("colopred serve: listening on %s without --token-file: anyone who reaches the port can register "
+                    "profiles and post observations", host)
     if workers <= 1:
         try:
             app = create_app(config)
