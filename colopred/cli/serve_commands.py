@@ -169,4 +169,5 @@ def add_commands(sub) -> None:
     p.add_argument("--max-per-gpu", type=int, default=3, help="the extender's limit of jobs per GPU")
     p.add_argument("--max-slowdown", type=float, help="the extender's limit of any job's predicted slowdown")
     p.add_argument("--access-log", action="store_true", help="log every request")
-    p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
+                   help="least severe log messages printed")

@@ -53,9 +53,7 @@ def create_app(config: ServiceConfig | None = None, store: Store | None = None) 
     token = read_token(config.token_file)
     install_warning_capture()
     store = store or open_store(config.store)
-    state = ServiceState(store, load_models(config.models))
-    state.limits = config.limits
-    state.defaults = {"max_per_gpu": config.max_per_gpu, "max_slowdown": config.max_slowdown}
+    state = ServiceState(store, load_models(config.models), config.limits, config.max_per_gpu, config.max_slowdown)
 
     app = FastAPI(title="colopred", version=__version__, description=DESCRIPTION, docs_url="/docs", redoc_url=None)
     app.state.service = state

@@ -28,7 +28,8 @@ async def require_token(request: Request) -> None:
     scheme, _, given = header.partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
         raise ServiceError(401, "authorization", "authorization: this endpoint writes and needs the header "
-                                                 "'Authorization: Bearer TOKEN' with the server's token (--token-file)")
+                                                 "'Authorization: Bearer TOKEN' with the server's token (--token-file)",
+                           {"WWW-Authenticate": 'Bearer realm="colopred"'})
 
 
 def json_response(doc: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

@@ -80,7 +80,7 @@ async def validation_handler(request: Request, exc: RequestValidationError) -> R
 
 
 async def service_error_handler(request: Request, exc: ServiceError) -> Response:
-    return error_response(exc.status, exc.field, exc.message)
+    return error_response(exc.status, exc.field, exc.message, exc.headers)
 
 
 async def colopred_error_handler(request: Request, exc: ColopredError) -> Response:

@@ -26,12 +26,13 @@ from typing import Any, Hashable, Iterable, Sequence
 import numpy as np
 
 from ..constants import MODES
+from ..io import sha256_of
 from ..profile import JobProfile
-from ..runtime.manifest import default_model_path, shipped_models_dir
+from ..runtime.manifest import default_model_path
 from ..runtime.observed import JobOffset
 from ..runtime.predictor import Predictor
 from ..runtime.sources import PROFILE_SOURCES, source_of
-from ..io import sha256_of
+from .config import Limits
 from .store import Store
 
 ROLLING_ERRORS = 200
@@ -48,8 +49,8 @@ SET_VALUE_ENTRIES = 50_000
 class ServiceError(Exception):
     """A request the service refuses: HTTP ``status``, the ``field`` it names, and a one-line message."""
 
-    def __init__(self, status: int, field: str | None, message: str):
-        self.status, self.field, self.message = status, field, message
+    def __init__(self, status: int, field: str | None, message: str, headers: dict[str, str] | None = None):
+        self.status, self.field, self.message, self.headers = status, field, message, headers
         super().__init__(message)
 
 
@@ -145,9 +146,13 @@ class AnswerCache:
 class ServiceState:
     """The server's memory (module doc). ``sync()`` before answering brings it up to the store's last commit."""
 
-    def __init__(self, store: Store, models: dict[str, ServedModel]):
+    def __init__(self, store: Store, models: dict[str, ServedModel], limits: Limits | None = None,
+                 max_per_gpu: int = 3, max_slowdown: float | None = None):
         self.store = store
         self.models = models
+        self.limits = limits or Limits()
+        self.defaults: dict[str, Any] = {"max_per_gpu": max_per_gpu, "max_slowdown": max_slowdown}
+        """The extender's limits where a pod's annotations set none."""
         self.profiles: dict[str, tuple[int, JobProfile]] = {}
         self.nodes: dict[str, tuple[int, dict[str, Any]]] = {}
         self.heads = {"profiles": 0, "observations": 0, "nodes": 0}
@@ -300,4 +305,4 @@ def _show(name: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 4] + "...'"
 
 
-__all__ = ["AnswerCache", "ServedModel", "ServiceError", "ServiceState", "load_models", "shipped_models_dir"]
+__all__ = ["AnswerCache", "ServedModel", "ServiceError", "ServiceState", "load_models"]
