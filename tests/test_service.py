@@ -218,6 +218,17 @@ def test_bad_requests_get_one_json_error_naming_the_field(server):
     big = b'{"mode": "mps", "jobs": ["' + b"y" * (17 * 1024 * 1024) + b'"]}'
     status, headers, data = call(server.url + "/v1/predict", "POST", raw=big)
     assert status == 413 and json.loads(data)["field"] == "body"
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)  # a chunked body: no Content-Length
+    conn.request("POST", "/v1/predict", body=iter([b'{"mode": "mps", "jobs": ["'] + [b"y" * 1024 * 1024] * 17 + [b'"]}']),
+                 headers={"Content-Type": "application/json"}, encode_chunked=True)
+    r = conn.getresponse()
+    assert r.status == 413 and json.loads(r.read())["field"] == "body"
+    conn.request("POST", "/v1/predict", body=iter([b'{"mode": "mps", ', json.dumps({"jobs": list(JOBS[:2])}).encode()[1:]]),
+                 headers={"Content-Type": "application/json"}, encode_chunked=True)
+    r = conn.getresponse()
+    assert r.status == 200 and json.loads(r.read())["mode"] == "mps"
     status, doc = get(server, "/v1/nowhere")
     assert status == 404 and doc["field"] == "path"
     status, headers, data = call(server.url + "/v1/predict", "GET")

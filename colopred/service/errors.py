@@ -92,6 +92,8 @@ async def colopred_error_handler(request: Request, exc: ColopredError) -> Respon
 async def http_error_handler(request: Request, exc: StarletteHTTPException) -> Response:
     detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
     field = "path" if exc.status_code == 404 else None
+    if exc.status_code == 400:  # FastAPI's own refusal of a body it could not read
+        field, detail = "body", f"body: could not be read ({detail[:1].lower() + detail[1:]})"
     if exc.status_code == 404 and detail == "Not Found":
         detail = f"path: no endpoint {request.url.path} (GET /openapi.json lists them)"
     elif exc.status_code == 405:
@@ -163,6 +165,28 @@ class BodyLimit:
         if length is not None and (not length.isdigit() or int(length) > self.limit):
             await self._drain(receive, 0)
             return await self._refuse(scope, receive, send, length.decode("latin-1"))
+        if length is None and scope.get("method") in ("POST", "PUT", "PATCH"):
+            # a chunked body: read it here, up to the limit, and hand it on whole (or refuse it once read)
+            chunks: list[bytes] = []
+            size = 0
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return
+                chunks.append(message.get("body", b""))
+                size += len(chunks[-1])
+                if size > self.limit:
+                    if message.get("more_body", False):
+                        await self._drain(receive, size)
+                    return await self._refuse(scope, receive, send, f"more than {self.limit}")
+                if not message.get("more_body", False):
+                    break
+            whole = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+
+            async def replay() -> dict:
+                return whole.pop() if whole else await receive()
+
+            return await self.app(scope, replay, send)
         seen = 0
         done = False
         started = False
