@@ -396,3 +396,37 @@ def test_observations_another_model_predicted_are_predicted_again_by_the_served_
         assert served.offsets[job].observations == off.observations
         assert served.offsets[job].mean_log_ratio == pytest.approx(off.mean_log_ratio, rel=1e-12)
     assert not state.models["h100-timeslice"].sums  # another mode's model takes none
+
+
+def test_a_start_from_a_checkpoint_holds_the_state_a_full_replay_holds(tmp_path, monkeypatch):
+    from colopred.service.routers.profiles import canonical
+    from colopred.service.state import ServiceState, load_models
+    from colopred.service.store import ObservationJob, ObservationRecord, now_utc, open_store
+
+    store = open_store(str(tmp_path / "store"))
+    for job in JOBS:
+        store.put_profile(job, *canonical(local(job).to_dict()))
+    model = load_models()["h100-mps"].id
+    rng = np.random.default_rng(4)
+
+    def add(n):
+        records = []
+        for i in range(n):
+            jobs = rng.choice(JOBS, size=2, replace=False)
+            s = rng.uniform(1.05, 2.5, size=2)
+            records.append(ObservationRecord(0, "mps", model, now_utc(), tuple(
+                ObservationJob(str(j), float(x), float(x) * 0.9, float(x) * 0.95, float(np.log(1 / 0.95 + rng.normal(0, 0.01))))
+                for j, x in zip(jobs, s)), None, f"r{rng.integers(1 << 60)}", {"profile_versions": [1, 1]}))
+        store.add_observations(records)
+
+    add(300)
+    first = ServiceState(store, load_models())
+    first.checkpoint()
+    add(250)
+    from_checkpoint = ServiceState(store, load_models())
+    assert from_checkpoint.replayed == 250 * 2  # only the rows after the checkpoint were read
+    monkeypatch.setattr(type(store), "latest_checkpoint", lambda self, models: None)
+    full = ServiceState(store, load_models())
+    assert full.replayed == 550 * 2
+    assert from_checkpoint.fingerprint() == full.fingerprint()
+    assert from_checkpoint.models["h100-mps"].predictor.offsets == full.models["h100-mps"].predictor.offsets

@@ -38,6 +38,9 @@ from .store import Store
 ROLLING_ERRORS = 200
 """Observed jobs (per mode) over which /metrics' rolling error of predictions is taken."""
 
+CHECKPOINT_EVERY_ROWS = 200_000
+"""A start that read at least this many observation rows writes a checkpoint of the sums (``Store.write_checkpoint``)."""
+
 ANSWER_CACHE_ENTRIES = 20_000
 """Answers kept (first in, first out): about 1 KB each with its key, 20 MB in all."""
 VERDICT_EPOCHS = 64
@@ -159,10 +162,41 @@ class ServiceState:
         self.rolling = {m: deque(maxlen=ROLLING_ERRORS) for m in MODES}
         self.observation_counts = {m: 0 for m in MODES}
         self.lock = threading.RLock()
+        self.replayed = 0
+        """Observation rows this process has read from the store and applied (not counting a checkpoint's)."""
         self.predictions = AnswerCache()
         self.set_values = AnswerCache(SET_VALUE_ENTRIES)
         self.verdicts = AnswerCache(VERDICT_EPOCHS)
+        self.restore_checkpoint()
         self.catch_up()
+        if self.replayed >= CHECKPOINT_EVERY_ROWS:
+            self.checkpoint()
+
+    # ------------------------------------------------------------------ checkpoints
+    def restore_checkpoint(self) -> bool:
+        """Start from the store's latest checkpoint of every served model's sums (module doc: the same state as
+        reading every row, in a fraction of the time); False where there is none."""
+        found = self.store.latest_checkpoint(sorted(m.id for m in self.models.values()))
+        if found is None:
+            return False
+        head, sums = found
+        by_id = {m.id: m for m in self.models.values()}
+        for model_id, jobs in sums.items():
+            m = by_id[model_id]
+            m.sums = dict(jobs)
+            m.refresh(list(jobs))
+        self.observation_counts.update(self.store.observation_counts(head))
+        for mode in list(self.rolling):
+            d = self.rolling[mode]
+            for slowdown, predicted in self.store.last_job_rows(mode, head, ROLLING_ERRORS):
+                d.append(100.0 * abs(predicted - slowdown) / slowdown)
+        self.heads["observations"] = head
+        return True
+
+    def checkpoint(self) -> None:
+        """Write every served model's sums at the last applied observation (a later start reads only what follows)."""
+        with self.lock:
+            self.store.write_checkpoint(self.heads["observations"], {m.id: dict(m.sums) for m in self.models.values()})
 
     # ------------------------------------------------------------------ models
     def model_for(self, mode: str, profiles: Sequence[JobProfile], name: str | None = None) -> ServedModel:
@@ -241,6 +275,7 @@ class ServiceState:
                 d = rolling[mode] = deque(maxlen=ROLLING_ERRORS)
             d.append(100.0 * abs(predicted - slowdown) / slowdown)
             last = seq
+            self.replayed += 1
         for name, jobs in touched.items():
             self.models[name].refresh(jobs)
         if foreign:

@@ -101,6 +101,11 @@ CREATE TABLE IF NOT EXISTS observation_jobs (
     seq BIGINT NOT NULL, position INTEGER NOT NULL, job TEXT NOT NULL, slowdown {real} NOT NULL,
     predicted {real} NOT NULL, predicted_raw {real} NOT NULL, log_ratio {real} NOT NULL, PRIMARY KEY (seq, position));
 CREATE INDEX IF NOT EXISTS observation_jobs_by_job ON observation_jobs (job, seq);
+CREATE TABLE IF NOT EXISTS checkpoints (model TEXT NOT NULL, head BIGINT NOT NULL, created_at TEXT NOT NULL,
+    PRIMARY KEY (model, head));
+CREATE TABLE IF NOT EXISTS checkpoint_sums (
+    model TEXT NOT NULL, head BIGINT NOT NULL, job TEXT NOT NULL, sum_log_ratio {real} NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY (model, head, job));
 CREATE TABLE IF NOT EXISTS nodes (
     seq {serial}, name TEXT NOT NULL, version INTEGER NOT NULL, document TEXT, sha256 TEXT,
     created_at TEXT NOT NULL, UNIQUE (name, version));
@@ -379,6 +384,48 @@ class Store:
                     break
                 yield from chunk
             self._end_read()
+
+    # ------------------------------------------------------------------ checkpoints of the observation state
+    def write_checkpoint(self, head: int, sums: dict[str, dict[str, tuple[float, int]]]) -> None:
+        """Each model's per-job (Σ log ratio, count) over the observations up to seq ``head``, in one transaction:
+        a later start takes them and reads only the rows after ``head`` (the same sums, to the last bit: the floats
+        are stored as they are)."""
+        def tx(cur):
+            at = now_utc()
+            for model, jobs in sums.items():
+                cur.execute(self._sql("SELECT 1 FROM checkpoints WHERE model = ? AND head = ?"), (model, head))
+                if cur.fetchone() is not None:
+                    continue
+                cur.executemany(self._sql("INSERT INTO checkpoint_sums (model, head, job, sum_log_ratio, n) VALUES (?, ?, ?, ?, ?)"),
+                                [(model, head, j, float(t), int(k)) for j, (t, k) in jobs.items()])
+                cur.execute(self._sql("INSERT INTO checkpoints (model, head, created_at) VALUES (?, ?, ?)"), (model, head, at))
+        self._write(tx)
+
+    def latest_checkpoint(self, models: Sequence[str]) -> tuple[int, dict[str, dict[str, tuple[float, int]]]] | None:
+        """The latest head every one of ``models`` has a checkpoint at, and their sums there (None: no such head)."""
+        if not models:
+            return None
+        marks = ",".join("?" * len(models))
+        rows = self._read(f"SELECT head FROM checkpoints WHERE model IN ({marks}) GROUP BY head HAVING COUNT(DISTINCT model) = ? "
+                          "ORDER BY head DESC LIMIT 1", (*models, len(set(models))))
+        if not rows:
+            return None
+        head = int(rows[0][0])
+        sums: dict[str, dict[str, tuple[float, int]]] = {m: {} for m in models}
+        for model, job, total, n in self._read(f"SELECT model, job, sum_log_ratio, n FROM checkpoint_sums WHERE head = ? "
+                                               f"AND model IN ({marks})", (head, *models)):
+            sums[model][job] = (float(total), int(n))
+        return head, sums
+
+    def observation_counts(self, head: int) -> dict[str, int]:
+        """Observations per mode up to seq ``head``."""
+        return {m: int(n) for m, n in self._read("SELECT mode, COUNT(*) FROM observations WHERE seq <= ? GROUP BY mode", (head,))}
+
+    def last_job_rows(self, mode: str, head: int, limit: int) -> list[tuple[float, float]]:
+        """(measured, predicted at the time) of the last ``limit`` job rows of ``mode`` up to seq ``head``, oldest first."""
+        rows = self._read("SELECT j.slowdown, j.predicted FROM observation_jobs j JOIN observations o ON o.seq = j.seq "
+                          "WHERE o.mode = ? AND j.seq <= ? ORDER BY j.seq DESC, j.position DESC LIMIT ?", (mode, head, limit))
+        return [(float(a), float(b)) for a, b in reversed(rows)]
 
     def observation_count(self) -> int:
         return int(self._read("SELECT COUNT(*) FROM observations")[0][0])
