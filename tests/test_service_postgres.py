@@ -82,3 +82,15 @@ def test_replicas_share_a_postgresql_store_and_rebuild_the_same_state(postgres):
         assert _post(c, "/v1/predict", {"mode": "mps", "jobs": list(JOBS[:2])})[1] == pa
         status, _, data = call(f"{c.url}/v1/profiles/{JOBS[0]}/versions")
         assert status == 200 and len(json.loads(data)["versions"]) == 1
+
+
+def test_the_postgresql_store_keeps_checkpoints_exactly(postgres):
+    from colopred.service.store import open_store
+
+    store = open_store(postgres[0])
+    sums = {"m@1": {"a": (0.1 + 0.2, 3), "b": (-1e-17, 1)}, "m@2": {}}
+    store.write_checkpoint(7, sums)
+    store.write_checkpoint(7, sums)  # twice: kept once
+    assert store.latest_checkpoint(["m@1", "m@2"]) == (7, sums)
+    assert store.latest_checkpoint(["m@1", "m@3"]) is None
+    store.close()
