@@ -312,7 +312,7 @@ def bench_memory(store: Path, workers: int, names: list[str], rows: list, tmp: P
         rss = tree_rss(server.proc.pid)
         worker_rss = sorted(rss.values())[-workers:] if workers > 1 else list(rss.values())
         rows.append((f"{workers} worker{'s' if workers > 1 else ''}", "resident memory, 10,000 profiles + 1,000,000 observations",
-                     f"after 3,000 predictions", "", "", "",
+                     "after 3,000 predictions", "", "", "",
                      f"{' + '.join(f'{v:.0f}' for v in worker_rss)} MiB per worker"
                      + (f" (+ {min(rss.values()):.0f} MiB supervisor)" if workers > 1 else "")
                      + f"; started in {start_s:.1f} s; {health['profiles']:,} profiles, {health['observations']:,} observations"))
