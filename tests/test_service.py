@@ -327,6 +327,24 @@ def test_client_has_predictors_methods_and_the_cli_asks_a_server(server):
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "nobody" in bad.stderr
 
 
+def test_pack_and_rank_with_server_print_what_the_local_commands_print(server, tmp_path):
+    request = {"schema": "colopred.placement_request", "mode": "mps",
+               "jobs": [{"profile": str(PROFILES / f"{j}.json")} for j in JOBS], "n_gpus": 2, "limits": {"max_per_gpu": 2}}
+    (tmp_path / "pack.json").write_text(json.dumps(request))
+    rank = {"schema": "colopred.placement_request", "mode": "mps", "job": {"profile": str(PROFILES / f"{JOBS[0]}.json")},
+            "candidates": [{"profile": JOBS[1]}, {"profile": str(PROFILES / f"{JOBS[2]}.json")}]}  # a registered name too
+    (tmp_path / "rank.json").write_text(json.dumps(rank))
+    local_rank = {**rank, "candidates": [{"profile": str(PROFILES / f"{j}.json")} for j in JOBS[1:3]]}
+    (tmp_path / "rank-local.json").write_text(json.dumps(local_rank))
+    for kind, remote_file, local_file in (("pack", "pack.json", "pack.json"), ("rank", "rank.json", "rank-local.json")):
+        here = subprocess.run([sys.executable, "-m", "colopred", kind, str(tmp_path / local_file), "--json"], capture_output=True,
+                              text=True, cwd=ROOT)
+        there = subprocess.run([sys.executable, "-m", "colopred", kind, str(tmp_path / remote_file), "--json", "--server", server.url],
+                               capture_output=True, text=True, cwd=ROOT)
+        assert here.returncode == 0 and there.returncode == 0, here.stderr + there.stderr
+        assert json.loads(there.stdout) == json.loads(here.stdout)
+
+
 def test_writes_need_the_token_when_one_is_set(tmp_path):
     token = tmp_path / "token"
     token.write_text("s3cret-token\n")
