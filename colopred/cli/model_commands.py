@@ -42,6 +42,10 @@ def _naming(path: str):
 
 
 def cmd_predict(a) -> int:
+    if a.server:
+        from .serve_commands import remote_predict
+
+        return remote_predict(a)
     from ..profile import load_profiles
     from . import load_predictor
 
@@ -73,7 +77,9 @@ def cmd_predict(a) -> int:
     for n in notes:
         print(f"colopred: warning: {n}", file=sys.stderr)
     if a.json:
-        print(json.dumps({**result.to_dict(), "profile_source": pred.profile_source, "warnings": notes}, indent=1))
+        from ..runtime.documents import prediction_document
+
+        print(json.dumps(prediction_document(result, pred.profile_source, notes), indent=1))
     else:
         print(result.summary())
         if pred.profile_source != "ncu":
@@ -156,6 +162,9 @@ def add_commands(sub) -> None:
     p.add_argument("--observed", metavar="FILE",
                    help="measured collocations of these or other jobs (colopred/schemas/observations.schema.json): each "
                         "observed job's prediction moves toward what was measured of it")
+    from .serve_commands import add_server_option
+
+    add_server_option(p)
 
     p = command(sub, "train", "train models on a dataset folder (profiles + campaigns)", cmd_train,
                 "Fit one model per mode on a dataset folder and write OUT-MODE.json with its model files.")

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..constants import MAX_BUSY_FRACTION_FROM_NCU, MODES
 from ..errors import SchemaError
@@ -59,7 +59,7 @@ def _number(path: Path, where: str, v: Any, *, integer: bool = False, minimum: f
     return v
 
 
-def _job(path: Path, where: str, entry: Any) -> JobProfile:
+def _job(path: Path | None, where: str, entry: Any, resolve: Callable[[str, str], JobProfile] | None = None) -> JobProfile:
     if not isinstance(entry, dict) or "profile" not in entry:
         raise SchemaError(path, f"{where} must be an object with a profile (a file or an inline profile)")
     unknown = sorted(set(entry) - {"profile", "name", "iteration_ms"})
@@ -67,7 +67,7 @@ def _job(path: Path, where: str, entry: Any) -> JobProfile:
         raise SchemaError(path, f"{where} has unknown field(s) {', '.join(unknown)}")
     prof = entry["profile"]
     if isinstance(prof, str):
-        p = JobProfile.from_json(path.parent / prof)
+        p = resolve(prof, f"{where}.profile") if resolve else JobProfile.from_json(path.parent / prof)
     elif isinstance(prof, dict):
         p = JobProfile.from_dict(prof, f"{path} ({where}.profile)")
     else:
@@ -93,7 +93,14 @@ def read_request(path: str | os.PathLike, kind: str | None = None) -> Request:
     """A request file, checked (one :class:`SchemaError` naming the file and the field for anything wrong); with
     ``kind`` ("pack" or "rank"), a field only the other kind reads is refused rather than ignored."""
     path = Path(path)
-    doc = read_json(path)
+    return request_from_document(read_json(path), path, kind)
+
+
+def request_from_document(doc: Any, path: Path | None, kind: str | None = None,
+                          resolve: Callable[[str, str], JobProfile] | None = None) -> Request:
+    """:func:`read_request` of a document already parsed (``path``: the file it came from, named in errors, or None);
+    ``resolve(name, where)`` gives the profile a job's ``profile`` string names (default: a file beside ``path``),
+    so that a service resolves registered names and never paths."""
     if not isinstance(doc, dict) or doc.get("schema") != REQUEST_SCHEMA:
         raise SchemaError(path, f"not a colopred placement request (expected \"schema\": \"{REQUEST_SCHEMA}\")")
     if doc.get("schema_version", REQUEST_VERSION) != REQUEST_VERSION:
@@ -128,9 +135,9 @@ def read_request(path: str | os.PathLike, kind: str | None = None) -> Request:
         if key in doc:
             if not isinstance(doc[key], list) or not doc[key]:
                 raise SchemaError(path, f"{key} must be a non-empty list of jobs")
-            setattr(req, key, [_job(path, f"{key}[{i}]", e) for i, e in enumerate(doc[key])])
+            setattr(req, key, [_job(path, f"{key}[{i}]", e, resolve) for i, e in enumerate(doc[key])])
     if "job" in doc:
-        req.job = _job(path, "job", doc["job"])
+        req.job = _job(path, "job", doc["job"], resolve)
     if "k" in doc:
         req.k = _number(path, "k", doc["k"], integer=True, minimum=1)
     if "gpus" in doc and "n_gpus" in doc:
