@@ -324,12 +324,6 @@ NCU_PCT_TOLERANCE = 0.5
 lie: ncu prints two decimals of a ratio of sampled counters, and the shipped H100 reports reach 100.0 exactly
 (sm__maximum_warps_per_active_cycle_pct); half a percent keeps rounding in and a wrong column or unit out."""
 
-MAX_NCU_L2_HIT_RATE_PCT = 150.0
-"""Upper bound of ncu's per-kernel ``lts__t_sector_hit_rate.pct``: unlike the other percentages it exceeds 100
-on real reports (54 kernels of the shipped full-metric resnet18 report on the H100, up to 112.27 %), since ncu
-counts hits of sectors that were not requested on their own (prefetches, atomics); 150 keeps those and refuses
-a separator or unit mistake (1,234 -> 1234)."""
-
 MIN_ITERATION_MS = 0.01
 """Lower bound of a profile's solo ``iteration_ms``: 10 µs. A kernel launch alone costs 2-5 µs on Hopper and a
 training step launches tens of kernels (the shipped minimum is ~4 ms); a smaller value is a unit mistake (s for ms)."""
