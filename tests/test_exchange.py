@@ -179,3 +179,71 @@ def test_a_set_holding_two_copies_of_one_job_imports_with_instance_names(tmp_pat
     assert [r["jobs"] for r in s2] == [["a"], ["b"], ["a", "b"]]
     assert sorted(p.name for p in (tmp_path / "ds" / "profiles" / "nvml").iterdir()) == ["a.json", "b.json"]
     read_windows(tmp_path / "ds" / "campaigns")  # the records validate
+
+
+def test_train_on_an_imported_folder_of_gpm_like_profiles_finds_them(tmp_path, capsys):
+    """An imported folder holds profiles/nvml only: train without --profiles reads them (and says so); --profiles ncu
+    is refused pointing at --profiles nvml, not with a bare 'no such folder'."""
+    out = tmp_path / "lab"
+    assert main(["import", str(LAB), "--out", str(out), *LAB_COLUMNS, "-q"]) == 0
+    assert main(["train", "--data", str(out), "--out", str(tmp_path / "m"), "--modes", "timeslice", "--no-metrics"]) == 0
+    assert "the dataset has no profiles/ncu; --profiles nvml" in capsys.readouterr().err
+    assert json.loads((tmp_path / "m-timeslice-nvml.json").read_text())["profile_source"] == "nvml"
+    assert main(["train", "--data", str(out), "--out", str(tmp_path / "n"), "--modes", "timeslice", "--profiles", "ncu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"colopred: error: {out / 'profiles' / 'ncu'}: no such folder of profiles: this dataset's profiles are in "
+                   "profiles/nvml (give --profiles nvml, or leave --profiles out)")
+    assert main(["evaluate", "--data", str(out), "--profiles", "ncu", "--modes", "timeslice"]) == 2
+    assert "give --profiles nvml" in capsys.readouterr().err
+
+
+def _pairs_only(tmp_path):
+    t = pd.read_csv(LAB, dtype=str)
+    t = t[t.groupby("experiment")["workload"].transform("size") == 2]
+    path = tmp_path / "pairs.csv"
+    t.to_csv(path, index=False)
+    return path
+
+
+def test_evaluate_on_a_dataset_of_pairs_writes_its_report_noting_the_splits_it_cannot_test(tmp_path, capsys):
+    """A dataset of pairs only has no pairs->triples or quads split: evaluate skips them saying so (the log and the
+    report) and writes the report, instead of ending in an IndexError."""
+    out = tmp_path / "ds"
+    assert main(["import", str(_pairs_only(tmp_path)), "--out", str(out), *LAB_COLUMNS, "-q"]) == 0
+    assert main(["evaluate", "--data", str(out), "--out", str(tmp_path / "rep"), "--modes", "timeslice"]) == 0
+    err = capsys.readouterr().err
+    assert "timeslice pairs->triples: skipped, no rows to test (it needs both pairs and triples)" in err
+    report = (tmp_path / "rep" / "report.md").read_text()
+    assert "Splits not evaluated, having no rows to test: timeslice pairs->triples (it needs both pairs and triples)" in report
+    assert "## timeslice, split: leave-arch" in report and "## timeslice, split: pairs->triples" not in report
+
+
+def test_architectures_come_from_groups_then_meta_arch_then_the_name(tmp_path, capsys):
+    """Leave-architecture-out groups jobs by the name before -b unless told: a profile's meta.arch, or --groups FILE
+    (which wins); the log says how the jobs were grouped; a --groups entry for no job of the dataset is refused."""
+    from colopred.research.arch_groups import regrouped
+
+    out = tmp_path / "lab"
+    assert main(["import", str(LAB), "--out", str(out), *LAB_COLUMNS, "-q"]) == 0
+    ds = load_dataset(out, profile_source="nvml")
+    assert set(ds.rows["arch"]) == {"lab_resnet50", "lab_gpt2", "lab_lstm", "lab_unet"}  # no -b: each job its own
+    said = []
+    assert regrouped(ds, None, log=said.append) is ds and "4 by name" in said[0] and "--groups FILE" in said[0]
+    f = out / "profiles" / "nvml" / "lab_gpt2.json"
+    p = JobProfile.from_json(f)
+    p.with_(meta={**p.meta, "arch": "transformer"}).to_json(f)
+    ds = load_dataset(out, profile_source="nvml")
+    g = regrouped(ds, {"lab_lstm": "rnn", "lab_unet": "cnn", "lab_resnet50": "cnn"}, log=said.append)
+    assert dict(zip(g.rows["job"], g.rows["arch"])) == {"lab_resnet50": "cnn", "lab_gpt2": "transformer", "lab_lstm": "rnn",
+                                                         "lab_unet": "cnn"}
+    assert "3 by --groups, 1 by meta.arch" in said[-1]
+    triple = g.rows[g.rows["n_jobs"] == 3].iloc[0]
+    assert triple["set_archs"] == tuple(sorted({g.rows.set_index("job")["arch"].to_dict()[j] for j in triple["set"].split("+")}))
+    (tmp_path / "groups.json").write_text(json.dumps({"lab_lstm": "rnn", "nobody": "x"}))
+    assert main(["evaluate", "--data", str(out), "--groups", str(tmp_path / "groups.json"), "--modes", "timeslice"]) == 2
+    assert "--groups names job 'nobody', which the dataset's profiles do not hold" in capsys.readouterr().err
+    (tmp_path / "groups.json").write_text(json.dumps({"lab_lstm": "rnn", "lab_unet": "rnn"}))
+    assert main(["train", "--data", str(out), "--groups", str(tmp_path / "groups.json"), "--out", str(tmp_path / "m"),
+                 "--modes", "timeslice", "--no-metrics"]) == 0
+    assert "architectures (the groups leave-architecture-out holds out): 3 over 4 jobs (2 by --groups, 1 by meta.arch, 1 by name" \
+        in capsys.readouterr().err
