@@ -315,6 +315,13 @@ def instance_names(jobs: list[str] | tuple[str, ...]) -> list[str]:
     return out
 
 
+def as_instances(profiles: list[JobProfile] | tuple[JobProfile, ...]) -> list[JobProfile]:
+    """``profiles`` with each copy of a job given more than once renamed to its instance name (:func:`instance_names`):
+    ``[a, b, a] -> [a#1, b, a#2]``, the same profile under another name; a job given once is the same object."""
+    names = instance_names([p.name for p in profiles])
+    return [p if n == p.name else replace(p, name=n) for p, n in zip(profiles, names)]
+
+
 def load_profiles(paths: list[str | os.PathLike]) -> list[JobProfile]:
     """Load several profile files; the first bad one raises an error naming it."""
     return [JobProfile.from_json(p) for p in paths]

@@ -381,7 +381,8 @@ CASES = [
     ("overlap-wrong-extension", write("bad.txt", "x"), ["profile", "overlap", "{w}/p1.json", "--timeline", "{w}/bad.txt", "-o", "{w}/out.json"], "expected a colopred timeline"),
     # ---- predict: profiles and arguments
     ("predict-one", nothing, ["predict", "{w}/p1.json", "--mode", "mps"], "at least two profiles"),
-    ("predict-same-name", nothing, ["predict", "{w}/p1.json", "{w}/p1.json", "--mode", "mps"], "p1.json: holds job 'resnet18-b64-fp32', as "),
+    ("predict-same-name-other-profile", profile_with(iteration_ms=20.0), ["predict", "{w}/p1.json", "{w}/bad.json", "--mode", "mps"],
+     "bad.json: holds another profile of job 'resnet18-b64-fp32' than"),
     ("predict-bad-profile", profile_with(mps_wait_us=1e12), ["predict", "{w}/p1.json", "{w}/bad.json", "--mode", "mps"], "bad.json"),
     ("predict-too-many", nothing, ["predict"] + [str(p) for p in sorted((DATA / "profiles" / "ncu").glob("*.json"))[:17]] + ["--mode", "mps"], "at most 16"),
     ("predict-model-missing", nothing, PREDICT[:-1] + ["{w}/nope.json"], "nope.json: no such file"),

@@ -48,12 +48,12 @@ def cmd_predict(a) -> int:
     if len(a.profiles) < 2:
         raise ColopredError("predict needs at least two profiles")
     profiles = load_profiles(a.profiles)
-    first: dict[str, str] = {}
-    for path, p in zip(a.profiles, profiles):
-        if p.name in first:
-            raise InputError(path, f"holds job {p.name!r}, as {first[p.name]} does: give each job once (to predict two "
-                             "copies of one job, give the copy's profile another \"name\")")
-        first[p.name] = path
+    first: dict[str, tuple[str, object]] = {}
+    for path, p in zip(a.profiles, profiles):  # one name, one job: the same profile again is a copy of it (JOB#2)
+        at, q = first.setdefault(p.name, (path, p))
+        if q != p:
+            raise InputError(path, f"holds another profile of job {p.name!r} than {at} does: give one of them another "
+                             "\"name\" (the same profile given twice is two copies of the job)")
     pred = load_predictor(a.model, a.mode, profiles, "predict")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -186,7 +186,8 @@ def add_commands(sub) -> None:
 
     p = command(sub, "predict", "predict the slowdown of jobs sharing one GPU", cmd_predict,
                 "Predict each job's slowdown, δ and normalised throughput when the profiled jobs share one GPU.", verbosity=False)
-    p.add_argument("profiles", nargs="+", help="profile JSON files (colopred profile ...), two or more")
+    p.add_argument("profiles", nargs="+", help="profile JSON files (colopred profile ...), two or more; a file given n "
+                                               "times is n copies of its job, named JOB#1 .. JOB#n")
     p.add_argument("--mode", choices=MODES, required=True, help="sharing mode")
     p.add_argument("--model", help="model manifest (default: the shipped H100 model of --mode for the profiles: "
                                    "the GPM model where any profile is a GPM profile)")
