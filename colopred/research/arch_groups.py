@@ -65,7 +65,8 @@ def regrouped(ds: Dataset, groups: Mapping[str, str] | None = None, log=lambda s
     n_arch = len(set(arch.values()))
     log(f"architectures (the groups leave-architecture-out holds out): {n_arch} over {len(arch)} jobs ({rules}"
         + ("; by name: the part before '-b'; choose with a profile's meta.arch or --groups FILE" if how["name"] else "") + ")")
-    if how["name"] == len(arch):
+    copies = ds.rows["job"].map(job_of) != ds.rows["job"]  # rows of copies (JOB#2): their job's architecture
+    if how["name"] == len(arch) and not copies.any():
         return ds
     of = lambda job: arch[job_of(job)]  # noqa: E731
     rows = ds.rows.assign(arch=ds.rows["job"].map(of),
