@@ -380,7 +380,7 @@ _THOUSANDS = r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?(?:[eE][+-]?\d+)?"
 _THOUSANDS_RE = re.compile(_THOUSANDS)
 
 
-def _number(v: str, kind: str) -> float:
+def _number(v: str) -> float:
     """A cell as ncu prints it: a separator only between groups of three digits ("137,376", "1,340.18"), never a
     decimal comma ("1,5" is refused, not read as 15)."""
     if "," not in v:
@@ -400,7 +400,7 @@ def _numbers(s: pd.Series, kind: str) -> tuple[pd.Series, tuple[int, str] | None
             return num, (i, f"is not a finite number ({s.iloc[i]!r})")
         return num, None
     try:  # the common case: every cell a number, separators where ncu puts them
-        num = pd.Series(np.fromiter((_number(v, kind) for v in s.to_numpy(dtype=object)), float, len(s)), index=s.index)
+        num = pd.Series(np.fromiter((_number(v) for v in s.to_numpy(dtype=object)), float, len(s)), index=s.index)
         if np.isfinite(num.to_numpy()).all():
             return num, None
     except (ValueError, TypeError):
