@@ -209,10 +209,6 @@ NCU_PCT_TOLERANCE = 0.5
 """How far above 100 a per-kernel percentage of an ncu report may lie: ncu prints two decimals of a ratio of sampled
 counters; half a percent keeps rounding in and a wrong column or unit out."""
 
-MAX_NCU_L2_HIT_RATE_PCT = 150.0
-"""Upper bound of ncu's ``lts__t_sector_hit_rate.pct``, which exceeds 100 on real reports (hits of sectors not
-requested on their own: prefetches, atomics); 150 keeps those and refuses a separator mistake (1,234 -> 1234)."""
-
 MIN_ITERATION_MS = 0.01
 """Lower bound of a profile's solo ``iteration_ms``: 10 µs. A training step launches tens of kernels at 2–5 µs a
 launch, so a smaller value is a unit mistake (s for ms)."""
