@@ -10,7 +10,7 @@ from ..errors import ColopredError
 
 
 def _predictor(req, path):
-    from . import load_predictor
+    from .common import load_predictor
 
     profiles = req.jobs + req.candidates + ([req.job] if req.job else [])
     pred = load_predictor(req.model, req.mode, profiles, str(path), mode_of="the request's ")
@@ -32,7 +32,7 @@ def _output(a):
 def _write(a, out, doc: dict, table: str) -> None:
     from ..io import write_text_atomic
     from ..runtime.manifest import strict_json
-    from . import log_of
+    from .common import log_of
 
     text = json.dumps(strict_json(doc), indent=1, allow_nan=False) + "\n"
     if out is not None:
@@ -100,7 +100,7 @@ def cmd_rank(a) -> int:
 
 
 def add_commands(sub) -> None:
-    from . import command
+    from .common import command
 
     for name, helptext, func in (("pack", "place jobs on GPUs from a placement request (JSON)", cmd_pack),
                                  ("rank", "rank a job's partners from a placement request (JSON)", cmd_rank)):

@@ -40,7 +40,7 @@ def cmd_ncu(a) -> int:
     from ..measurement.profiling.ncu_csv import read_ncu_csv
     from ..measurement.profiling.ncu_profile import profile_from_ncu
     from ..measurement.profiling.ncu_rep import export_ncu_rep, is_ncu_rep
-    from . import log_of
+    from .common import log_of
 
     check_name(a.name)
     check_number(a.mem_gib, "--mem-gib", maximum=MAX_GPU_MEMORY_GIB, unit=" GiB")
@@ -78,7 +78,7 @@ def cmd_retime(a) -> int:
     from ..constants import MAX_BUSY_FRACTION_FROM_NCU
     from ..io import check_output
     from ..profile import JobProfile
-    from . import log_of
+    from .common import log_of
 
     check_output(a.output)
     p = JobProfile.from_json(a.profile)
@@ -97,7 +97,7 @@ def cmd_add_timeline(a) -> int:
     from ..measurement.profiling.timeline import with_timeline
     from ..profile import JobProfile
     from ..runtime.sources import timeline_fields_of
-    from . import log_of
+    from .common import log_of
 
     if a.iterations is not None and a.iterations < 1:
         raise ColopredError(f"--iterations must be a positive integer, not {a.iterations}")
@@ -135,7 +135,7 @@ def _target_command(a) -> tuple[list[str], str]:
 def cmd_run(a) -> int:
     from ..io import check_output
     from ..measurement.profiling.runner import profile_command
-    from . import log_of
+    from .common import log_of
 
     cmd, name = _target_command(a)
     check_output(a.output)
@@ -151,7 +151,7 @@ def cmd_run(a) -> int:
 def cmd_nvml(a) -> int:
     from ..io import check_output
     from ..measurement.profiling.runner import profile_command_gpm
-    from . import log_of
+    from .common import log_of
 
     cmd, name = _target_command(a)
     check_output(a.output)
@@ -164,7 +164,7 @@ def cmd_nvml(a) -> int:
 
 def cmd_timeline(a) -> int:  # pragma: no cover - GPU
     from ..measurement.profiling.timeline import capture
-    from . import log_of
+    from .common import log_of
 
     try:
         from ..measurement.zoo.registry import JobSpec
@@ -181,7 +181,7 @@ def cmd_timeline(a) -> int:  # pragma: no cover - GPU
 
 def add_commands(sub) -> None:
     from ..constants import TIMELINE_ITERS, TIMELINE_WARMUP_ITERS
-    from . import HelpFormatter, command
+    from .common import HelpFormatter, command
 
     prof = sub.add_parser("profile", help="profile a job alone on the GPU, or turn a report into a profile", formatter_class=HelpFormatter)
     psub = prof.add_subparsers(dest="profile_command", required=True, metavar="SUBCOMMAND")

@@ -1,4 +1,5 @@
-"""Markdown + PNG evaluation report (``colopred evaluate --out DIR``)."""
+"""The evaluation of every mode and its Markdown + PNG report (``colopred evaluate [--out DIR]``): :func:`evaluate`
+runs :mod:`.evaluation`'s splits per mode, the placement study and the locked protocol, and writes the report."""
 
 from __future__ import annotations
 
@@ -18,8 +19,13 @@ from ..constants import (
     TREE_TARGET_OFFSET,
     WAIT_BUSY_GATE_EXPONENT,
 )
+from ..errors import InputError
 from ..io import atomic_file, write_csv_atomic, write_text_atomic
+from ..runtime.features import FEATURES
 from .dataset import Dataset
+from .evaluation import coverage_by_class, evaluate_mode, job_fit_args, new_model, solo_time_sensitivity
+from .placement_study import placement_table
+from .protocol import locked_architectures, protocol_table
 
 COLS = ["slowdown_mape_pct", "delta_mae", "pays_off_agreement_pct", "partner_rank_corr", "interval_coverage_pct", "n_sets"]
 
@@ -193,8 +199,6 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
                 continue
             lines += [f"## {mode}, split: {split}", "", md_table(t[["method"] + COLS]), ""]
     if {"lo", "hi", "t_busy"} <= set(preds.columns):
-        from .evaluation import coverage_by_class
-
         cov = coverage_by_class(preds)
         wide = cov.pivot_table(index=["mode", "split"], columns="jobs", values=["coverage_pct", "rows"], sort=False)
         wide.columns = [f"{job} {'coverage %' if what == 'coverage_pct' else 'rows'}" for what, job in wide.columns]
@@ -295,3 +299,32 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
     write_text_atomic(path, "\n".join(lines) + "\n")
     write_csv_atomic(table, out / "metrics.csv", index=False)
     return path
+
+
+def evaluate(ds: Dataset, out_dir: str | Path | None = None, modes=("timeslice", "mps"), log=lambda s: None) -> pd.DataFrame:
+    """Evaluate every mode; with ``out_dir`` write ``report.md`` and PNG figures there."""
+    tables, preds, models = [], [], {}
+    for mode in modes:
+        df = ds.for_mode(mode)
+        if df.empty:
+            continue
+        log(f"evaluating {mode}: {df['window_id'].nunique()} sets, {len(df)} job rows")
+        t, p = evaluate_mode(df, log=log, source=ds.profile_source, timeline=ds.timeline)
+        tables.append(t.assign(mode=mode))
+        preds.append(p.assign(mode=mode))
+        models[mode] = new_model(mode, ds.profile_source, ds.timeline, calibrate=False).fit(
+            df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy(), **job_fit_args(df))
+    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+    if table.empty:
+        raise InputError(None, f"too few measurements to cross-validate {', '.join(modes)}: every split leaves nothing to train on")
+    if out_dir is not None:
+        log("placement on measured data")
+        placement = placement_table(ds, modes)
+        log("profiles not re-timed")
+        sensitivity = solo_time_sensitivity(ds, modes, table) if ds.retimed else None
+        protocol = None
+        if ds.root is not None and (ds.root / "locked_split.json").is_file():
+            log("locked split and noise floors")
+            protocol = protocol_table(ds, locked_architectures(ds.root), modes, log=log)
+        write_report(Path(out_dir), ds, table, pd.concat(preds, ignore_index=True), models, placement, sensitivity, protocol)
+    return table

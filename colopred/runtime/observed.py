@@ -29,7 +29,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -41,7 +41,14 @@ from ..profile import JobProfile
 from ..schema import problems
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .predictor import Predictor
+    import pandas as pd
+
+
+class SetPredictor(Protocol):
+    """What :func:`job_offsets` needs of a predictor (:class:`~colopred.runtime.predictor.Predictor` is one): the
+    per-job predictions of many sets, without any correction."""
+
+    def predict_many(self, sets: Sequence[Sequence[JobProfile]]) -> pd.DataFrame: ...
 
 
 @dataclass(frozen=True)
@@ -117,7 +124,7 @@ def offset_share_of(mode: str) -> float:
     return float(OBSERVED_OFFSET_SHARE[mode])
 
 
-def job_offsets(predictor: "Predictor", observations: Sequence[Observation],
+def job_offsets(predictor: SetPredictor, observations: Sequence[Observation],
                 prior: Mapping[str, JobOffset] | None = None) -> dict[str, JobOffset]:
     """Each observed job's :class:`JobOffset`, ``prior``'s observations (earlier ones) pooled in. ``predictor``
     predicts the observed sets without any correction."""
