@@ -15,12 +15,17 @@ FULL_REPORT = DATA / "profiling_cost" / "resnet18-b64-fp32.kernel-full.csv.gz"
 MINIMAL_REPORT = DATA / "ncu_reports" / "lstm_lm-b64-fp32.csv.gz"
 
 
-def load_script(name: str):
-    """The module of ``scripts/NAME.py`` (scripts are not a package), for testing its pure functions."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+def load_script(name: str, folder: str = "scripts"):
+    """The module of ``FOLDER/NAME.py`` (an operator's script, or a study's), for testing its pure functions."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / folder / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def load_study(name: str):
+    """The module of the study ``research/NAME.py`` (research/README.md lists them)."""
+    return load_script(name, "research")
 
 
 @pytest.fixture

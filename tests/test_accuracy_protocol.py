@@ -17,7 +17,7 @@ from colopred.research.protocol import (_pays_off_on_repeats, coverage_spread, i
 from colopred.runtime.estimator import SlowdownModel
 from colopred.runtime.features import FEATURES
 
-from .conftest import DATA, ROOT, load_script
+from .conftest import DATA, ROOT, load_study
 
 pytestmark = pytest.mark.data
 
@@ -267,9 +267,9 @@ def test_host_bound_classes_calibrate_each_class_on_its_own_residuals(timeslice,
 
 
 def test_the_locked_split_is_the_rules_draw_and_every_locked_architecture_was_measured(timeslice):
-    """datasets/h100/locked_split.json is what scripts/lock_split.py's seeded rule draws, and each locked architecture
+    """datasets/h100/locked_split.json is what research/lock_split.py's seeded rule draws, and each locked architecture
     has measured sets (so the locked figure tests it)."""
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "lock_split.py"), "--check"], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, str(ROOT / "research" / "lock_split.py"), "--check"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     locked = locked_architectures(DATA)
     doc = json.loads((DATA / "locked_split.json").read_text())
@@ -289,12 +289,8 @@ def test_the_lock_check_redraws_over_the_architectures_of_the_draw(tmp_path):
     (tmp_path / "profiles" / "ncu").mkdir(parents=True)
     for arch in doc["architectures"] + ["vae", "pixelcnn"]:
         (tmp_path / "profiles" / "ncu" / f"{arch}-b8-fp32.json").write_text("{}")
-    check = [sys.executable, str(ROOT / "scripts" / "lock_split.py"), "--check", "--data", str(tmp_path)]
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        from lock_split import draw
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    check = [sys.executable, str(ROOT / "research" / "lock_split.py"), "--check", "--data", str(tmp_path)]
+    draw = load_study("lock_split").draw
     assert draw(doc["architectures"] + ["vae", "pixelcnn"]) != doc["locked"]
     (tmp_path / "locked_split.json").write_text(json.dumps(doc))
     assert subprocess.run(check, capture_output=True, text=True).returncode == 0
@@ -462,10 +458,10 @@ def test_machine_guarded_predictions_never_learn_from_the_test_rows_machine(time
 
 
 def test_pair_additivity_composes_the_measured_pair_means(timeslice):
-    """scripts/pair_additivity.py: a job's additive composition in a triple is 1 + Σ (s_jk − 1) over the mean measured
+    """research/pair_additivity.py: a job's additive composition in a triple is 1 + Σ (s_jk − 1) over the mean measured
     slowdowns of its pairs with each co-runner, the multiplicative one their product; only rows whose pairs were all
     measured appear."""
-    mod = load_script("pair_additivity")
+    mod = load_study("pair_additivity")
     t = mod.composed(timeslice)
     assert len(t) > 100 and set(t["n_jobs"]) <= {3, 4}
     means = timeslice.groupby(["set", "job"])["slowdown"].mean()
@@ -551,12 +547,12 @@ def test_no_prediction_says_sharing_speeds_a_job_up(timeslice):
 
 
 def test_arch_curve_trains_on_the_drawn_architectures_and_at_all_of_them_is_the_leave_arch_figure(timeslice):
-    """scripts/arch_curve_study.py: a fold's diverse rows hold only drawn architectures and never the held-out one, its
+    """research/arch_curve_study.py: a fold's diverse rows hold only drawn architectures and never the held-out one, its
     volume-matched rows are as many, drawn from every set without it (so other architectures appear); with every other
     architecture drawn both designs are the leave-arch split, and the curve's figure is evaluation's on those rows."""
     from colopred.research.evaluation import out_of_sample
 
-    mod = load_script("arch_curve_study")
+    mod = load_study("arch_curve_study")
     five = {"alexnet", "gin", "lstm_lm", "resnet50", "wide_deep"}
     df = timeslice[timeslice["set_archs"].map(lambda a: set(a) <= five)].reset_index(drop=True)
     rng = np.random.default_rng(0)
@@ -607,14 +603,14 @@ def test_the_shipped_models_scale_only_saturating_jobs_interference(mode):
 
 
 def test_dev_size_exponent_recomputes_each_exponents_coverage_exactly(timeslice):
-    """scripts/dev_size_exponent.py scores every a of both growths from one set of predictions made with
+    """research/dev_size_exponent.py scores every a of both growths from one set of predictions made with
     ``beyond_size`` at a = 0.5: its coverage of the triples predicted by a model of pairs at a = 1 (saturating) and
     0 (host-bound) is the coverage of the intervals of a model fitted with those exponents and that growth; its cells
     add up to the pooled coverage; and its rule keeps 0.5 unless another a is closer to 90% by more than a standard
     error."""
     from colopred.constants import HOST_BOUND_BUSY, INTERVAL_SIZE_EXPONENT
 
-    from colopred.research.interval_rules import size_exponent as dse
+    from research.interval_rules import size_exponent as dse
     pairs, triples = timeslice[timeslice["n_jobs"] == 2], timeslice[timeslice["n_jobs"] == 3]
     fit = {"groups": pairs["arch"]}
     half = SlowdownModel(mode="timeslice", size_exponents=dict.fromkeys(("saturating", "host_bound"), INTERVAL_SIZE_EXPONENT),

@@ -56,6 +56,13 @@ def test_runtime_imports_nothing_from_measurement_research_or_cli():
     assert not bad, bad
 
 
+def test_the_package_never_imports_the_studies():
+    """``research/`` (the studies, outside the package) is not installed: nothing in colopred/ may import it."""
+    bad = {str(f.relative_to(ROOT)): hits for f in _modules([PKG])
+           if (hits := sorted(i for i in _imports(f) if i == "research" or i.startswith("research.")))}
+    assert not bad, bad
+
+
 def test_measurement_never_imports_research_cli_or_xgboost():
     """The GPU side runs from the working tree on machines without XGBoost."""
     bad = {}

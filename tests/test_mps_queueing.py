@@ -1,4 +1,4 @@
-"""The pure functions of the load-dependent MPS wait study (scripts/mps_queueing_study.py), on the H100 MPS rows."""
+"""The pure functions of the load-dependent MPS wait study (research/mps_queueing_study.py), on the H100 MPS rows."""
 
 import numpy as np
 import pytest
@@ -7,9 +7,9 @@ from colopred.research.dataset import load_dataset, load_profiles_dir
 from colopred.runtime.baseline import baseline_terms
 from colopred.runtime.features import FEATURES
 
-from .conftest import DATA, load_script
+from .conftest import DATA, load_study
 
-study = load_script("mps_queueing_study")
+study = load_study("mps_queueing_study")
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Nested cross-validation of the interval's calibration (colopred.research.nested)."""
+"""Nested cross-validation of the interval's calibration (research.nested)."""
 
 from types import SimpleNamespace
 
@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from colopred.measurement.zoo.registry import ARCH_FAMILY
-from colopred.research import nested
+from research import nested
 from colopred.research.dataset import load_dataset
-from colopred.research.interval_rules import size_exponent, slowdown_scale
+from research.interval_rules import size_exponent, slowdown_scale
 from colopred.research.protocol import is_locked
 
 from .conftest import DATA
@@ -197,7 +197,7 @@ def test_the_unseen_width_rule_chooses_the_shipped_factors_from_the_development_
     folds (the locked fold 0 left out); each κ's coverage is the share of rows whose |log error| is within κ times
     their half-width, and a wider κ never covers less."""
     from colopred.constants import INTERVAL_UNSEEN_WIDTHS
-    from colopred.research.interval_rules import target_class, unseen_width
+    from research.interval_rules import target_class, unseen_width
 
     rows = unseen_width.unseen_rows(_committed_folds(source))
     assert set(rows["training"]) == {"fold-out"} and set(rows["split"]) == set(unseen_width.EXTRAPOLATING)
@@ -216,7 +216,7 @@ def test_the_unseen_width_rule_chooses_the_shipped_factors_from_the_development_
 
 
 def test_the_unseen_width_rule_keeps_one_unless_a_factor_is_closer_by_a_standard_error():
-    from colopred.research.interval_rules import unseen_width
+    from research.interval_rules import unseen_width
 
     rows = 400  # SE 1.5 points
     table = pd.DataFrame([{"mode": "mps", "jobs": "saturating", "kappa": k, "rows": rows, "coverage_pct": c}
@@ -229,7 +229,7 @@ def test_the_unseen_width_rule_keeps_one_unless_a_factor_is_closer_by_a_standard
 @pytest.mark.data
 def test_nested_unseen_widths_choose_each_folds_factor_without_its_rows_and_widen_only_unseen_jobs_in_larger_sets():
     from colopred.constants import INTERVAL_UNSEEN_WIDTHS
-    from colopred.research.interval_rules import target_class, unseen_width
+    from research.interval_rules import target_class, unseen_width
 
     pred = _committed_folds("ncu")
     rows = unseen_width.unseen_rows(pred)

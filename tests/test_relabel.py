@@ -1,6 +1,6 @@
 """Relabelled rows (colopred.research.dataset: the time-slicing sets re-measured under datasets/h100/relabel take the
-mean of their windows there as their label) and the re-labelling scripts (scripts/relabel_status.py,
-scripts/relabel_study.py), on the chunks measured on the H100."""
+mean of their windows there as their label) and the re-labelling scripts (research/relabel_status.py,
+research/relabel_study.py), on the chunks measured on the H100."""
 
 import json
 import shutil
@@ -17,7 +17,7 @@ from colopred.research.dataset import load_dataset, load_profiles_dir, relabelle
 from colopred.research.evaluation import metrics
 from colopred.runtime.features import FEATURES, feature_frame
 
-from .conftest import DATA, load_script
+from .conftest import DATA, load_study
 
 ROOT = Path(__file__).parents[1]
 RELABEL = ROOT / "datasets" / "h100" / "relabel"
@@ -55,7 +55,7 @@ def remeasured() -> pd.DataFrame:
 def test_each_relabelled_row_is_the_mean_of_its_windows_in_the_run(chunk_dir):
     """One row per (set, job) of the chunk: the mean of the slowdowns of its three windows, the job described by its
     profile re-timed to the mean of its solo baselines there."""
-    assert load_script("relabel_study").relabelled_rows is relabelled_rows  # the study builds them as the library does
+    assert load_study("relabel_study").relabelled_rows is relabelled_rows  # the study builds them as the library does
     profiles = load_profiles_dir(ROOT / "datasets" / "h100" / "profiles" / "ncu")
     rows = relabelled_rows(chunk_dir, profiles)
     w = R.read_windows(chunk_dir / CHUNK)
@@ -195,7 +195,7 @@ def test_gpm_profiles_describe_the_same_relabelled_labels(relab):
 
 
 def test_relabel_status_label_table_gives_the_standard_error_of_each_mean(chunk_dir):
-    status = load_script("relabel_status")
+    status = load_study("relabel_status")
     w = R.read_windows(chunk_dir / CHUNK)
     lab = status.label_table(w)
     sl = R.slowdown_table(w)

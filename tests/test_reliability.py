@@ -130,7 +130,7 @@ def test_manifest_files_lie_in_the_manifests_own_folder(tmp_path, part, name):
 
 @pytest.mark.slow
 def test_shipped_experience_keys_are_recomputed_from_the_shipped_data_and_change_no_prediction(tmp_path):
-    """scripts/add_manifest_ranges.py added max_set_size and feature_ranges to the shipped manifests without
+    """research/add_manifest_ranges.py added max_set_size and feature_ranges to the shipped manifests without
     retraining: recomputed from the data they are the same, and a manifest without them predicts identically."""
     from colopred.research.training import experience, manifest_dataset
     from colopred.runtime.features import FEATURES

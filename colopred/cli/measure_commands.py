@@ -398,7 +398,7 @@ def add_commands(sub) -> None:
                 "predictions toward what was measured (predict --observed; docs/model.md, 'One calibration co-run').")
     p.add_argument("job", help="the job to calibrate: a zoo job, or an entry of --jobs-file")
     p.add_argument("--reference", default=CALIBRATION_REFERENCE_JOB,
-                   help="the zoo job to measure it beside (chosen on the development architectures: scripts/probe_study.py)")
+                   help="the zoo job to measure it beside (chosen on the development architectures: research/probe_study.py)")
     p.add_argument("--jobs-file", help="JSON naming the training command of JOB (docs/formats.md)")
     p.add_argument("--mode", choices=(*MODES, "both"), default="both", help="sharing mode(s) to measure")
     p.add_argument("--out", required=True, help="campaign directory; observed.json is written in it")

@@ -21,7 +21,7 @@ mode) measure such sets several times in one run; each (campaign, segment, set, 
 is the mean slowdown of its windows (standard error ~ one window's spread / sqrt(windows)) and whose job is described by
 its profile re-timed to the mean of its solo baselines there. Every row of a set so re-measured, in that mode, is
 replaced by these rows (the re-measured label replaces the single windows; adding them beside the old ones taught the
-model less, ``scripts/relabel_study.py``).
+model less, ``research/relabel_study.py``).
 Columns ``relabelled`` (bool) and ``windows`` (how many windows a row's label averages; 1 for a window's row) tell them
 apart; the members of one relabelled (run, set) share the ``window_id`` ``relabel:CAMPAIGN#SEGMENT:SET``.
 """

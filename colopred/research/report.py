@@ -234,7 +234,7 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         write_csv_atomic(placement.drop(columns=["colopred_placement"]), out / "placement.csv", index=False)
     if protocol is not None and not protocol.empty:
         lines += ["## Honest protocol: locked split, development figures, noise floors, pays-off ceiling", "",
-                  "`datasets/h100/locked_split.json` (`scripts/lock_split.py`) locks architectures drawn by a seeded rule "
+                  "`datasets/h100/locked_split.json` (`research/lock_split.py`) locks architectures drawn by a seeded rule "
                   "stratified by family, before the interval calibration was chosen; the choices made after it were made on "
                   "the development rows (sets without a locked architecture) only (`colopred/constants.py` says which). "
                   "Development: cross-validation on the development rows. Locked: one model fitted on development rows "
@@ -243,7 +243,7 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
                   "job by a model that never saw its architecture (a locked job's from all development rows, a development "
                   "job's beside a locked one from the development sets without its architecture). The constants chosen "
                   "before the lock (the MPS wait's γ and half-wave threshold, ε, the wait gate, the tree settings) were "
-                  "chosen again on the development rows alone (`scripts/dev_constants.py`): every value kept but the wait gate, since 1/3; the "
+                  "chosen again on the development rows alone (`research/dev_constants.py`): every value kept but the wait gate, since 1/3; the "
                   "design (which terms and tree features the model has; for GPM profiles the SM fill from GPM counters) "
                   "was settled on every architecture before the lock, but for the fields GPM profiles take from a solo "
                   "timeline (kernel count, stream overlap, MPS wait), chosen on the development rows "
@@ -271,7 +271,7 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
                   "in each window, as trained and reported above, against its profile's own iteration time (measured once, "
                   "when it was profiled, on one machine): small, CPU- or input-bound jobs run alone up to ~35% faster or "
                   "slower on one machine than on another. Re-time a profile on the machine where the job will run with "
-                  "`colopred profile retime P.json --iter-ms MS`. `scripts/retime_check.py` also re-times to the job's "
+                  "`colopred profile retime P.json --iter-ms MS`. `research/retime_check.py` also re-times to the job's "
                   "*other* solo windows on the same machine (timed at another moment).", "",
                   md_table(sensitivity), ""]
         write_csv_atomic(sensitivity, out / "solo_time.csv", index=False)

@@ -10,7 +10,7 @@ set), every later prediction of j, and its interval, is multiplied by
 
 a shrinkage estimate of the job's log-offset: n₀ is the prior's weight counted in observations (n₀ = 0 trusts one
 observation fully; ∞ ignores them). n₀ per mode is ``constants.OBSERVED_PRIOR_WEIGHT``, chosen on the development
-architectures (``scripts/dev_observed_shrinkage.py``). A job is known by its profile's name.
+architectures (``research/dev_observed_shrinkage.py``). A job is known by its profile's name.
 
 The interval narrows with what the observations remove. With the log error e = b + ε of a job's rows (b its
 offset, ε the row's own scatter) and q = var b / var e, the corrected error (1 − w)·b + ε − w·ε̄ₖ has standard
