@@ -112,7 +112,7 @@ def main() -> int:
     if {"gamma", "min_waves"} & set(only):
         reports = data / "ncu_reports"
         kernels = {}
-        for name, p in ds.profiles.items():
+        for name, _p in ds.profiles.items():
             k = read_ncu_csv(reports / f"{name}.csv.gz").kernels
             kernels[name] = (k["duration_ns"].to_numpy(float), k["waves_per_sm"].to_numpy(float),
                              k["occupancy_pct"].to_numpy(float))

@@ -129,7 +129,7 @@ def main() -> None:
     rows = []
     for name, (written, feats) in variants.items():
         # from counters alone (the shipped profiles carry the timeline fields), then the variant's fields
-        prof = {j: p.with_(**{f: None for f in GPM_TIMELINE_FIELDS}).with_(**{f: float(fields.at[j, f]) for f in written})
+        prof = {j: p.with_(**dict.fromkeys(GPM_TIMELINE_FIELDS)).with_(**{f: float(fields.at[j, f]) for f in written})
                 for j, p in gpm.items() if j in fields.index}
         ds = dataset_from(root, prof, files, profile_source="nvml")
         for mode in a.modes.split(","):

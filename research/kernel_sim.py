@@ -192,7 +192,7 @@ def simulate(traces: list[KernelTrace], mode: str, *, slice_us: float = SLICE_US
             for n_, i in enumerate(active):
                 jobs[i].left -= rate[n_] * dt
                 jobs[i].iter_start += stalled[n_] * dt
-            for n_, i in enumerate(active):
+            for i in active:
                 if jobs[i].left <= 1e-9 * max(1.0, jobs[i].work[jobs[i].k]):
                     finish_segment(i)
         else:

@@ -79,7 +79,7 @@ def hog(waves: float, block_us: float, seconds: float) -> None:
 
     spin = _kernel()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    grid = max(1, int(round(waves * sms * blocks_per_sm())))
+    grid = max(1, round(waves * sms * blocks_per_sm()))
     out = torch.empty(grid, device="cuda")
     n = calibrate(spin, out, block_us)
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -104,6 +104,7 @@ def victim(seconds: float, delay_s: float) -> dict:
     out = torch.empty(1, device="cuda")
     n = calibrate(spin, out, 5.0)
     time.sleep(delay_s)
+    rng = np.random.default_rng()
     lat = []
     end = time.time() + seconds
     while time.time() < end:
@@ -111,7 +112,7 @@ def victim(seconds: float, delay_s: float) -> dict:
         spin[(1,)](out, n, num_warps=NUM_WARPS)
         torch.cuda.synchronize()
         lat.append((time.perf_counter() - t0) * 1e6)
-        time.sleep(np.random.uniform(0, 200e-6))  # arrive at random phases of the hog's kernels
+        time.sleep(rng.uniform(0, 200e-6))  # arrive at random phases of the hog's kernels
     a = np.array(lat)
     return {"n": len(a), "mean_us": float(a.mean()), "median_us": float(np.median(a)), "p90_us": float(np.quantile(a, 0.9))}
 

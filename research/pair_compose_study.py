@@ -76,7 +76,7 @@ def pair_rows(df: pd.DataFrame, profiles) -> tuple[np.ndarray, np.ndarray]:
     members = df.groupby("window_id", sort=False).apply(lambda g: list(zip(g.index, g["job"], g["solo_ms"])),
                                                        include_groups=False).to_dict()
     idx, owner = [], []
-    for w, mem in members.items():
+    for _w, mem in members.items():
         for r, j, tj in mem:
             for r2, k, tk in mem:
                 if r2 != r:

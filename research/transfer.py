@@ -146,7 +146,7 @@ def learning_curve(new: Dataset, old: Dataset | None = None, modes: Sequence[str
                 pool = np.array(sorted(set(df.loc[~test, "set"])))
                 np.random.default_rng([seed, k]).shuffle(pool)
                 for frac in fractions:
-                    n = max(1, int(round(frac * len(pool))))
+                    n = max(1, round(frac * len(pool)))
                     tr = df[df["set"].isin(pool[:n])]
                     variants = {"new GPU only": tr}
                     if old_df is not None:

@@ -644,7 +644,7 @@ def test_dev_size_exponent_recomputes_each_exponents_coverage_exactly(timeslice)
     objective = dse.design_objective(dse.cell_coverage(pred, chosen_diff))
     se = dse.objective_difference_se(pred, chosen_diff, draws=200)
     assert 0 < se < abs(objective["beyond_load"] - objective["beyond_size"]) + 5
-    flat = dict.fromkeys(dse.SCALES, {"timeslice": {"saturating": 0.0, "host_bound": 0.0}})
+    flat = {scale: {"timeslice": {"saturating": 0.0, "host_bound": 0.0}} for scale in dse.SCALES}
     assert dse.objective_difference_se(pred, flat, draws=50) == 0  # a = 0: both growths are 1, no spread
     assert dse.choose_scale(pd.Series({"beyond_size": 4.5, "beyond_load": 4.0}), 0.6, "beyond_size") == "beyond_size"
     assert dse.choose_scale(pd.Series({"beyond_size": 4.5, "beyond_load": 4.0}), 0.4, "beyond_size") == "beyond_load"

@@ -31,7 +31,7 @@ def _modules(paths):
 def _imports(path: Path) -> set[str]:
     """Absolute names of every module ``path`` imports (relative imports resolved against its package)."""
     rel = path.relative_to(ROOT).with_suffix("")
-    package = list(rel.parts[:-1]) if rel.name != "__init__" else list(rel.parts[:-1])
+    package = list(rel.parts[:-1])
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -247,7 +247,7 @@ def test_campaigns_use_no_distributed_engine_and_one_gpu_measuring_never_loads_t
             "gp.make_pool_factory = lambda **k: (lambda m, j: FakePool(m, j)); "
             "rc = main(['measure', '--jobs', 'resnet18-b2-fp32,dlrm-b8-fp32', '--sets', 'pairs', '--mode', 'mps', '--out', sys.argv[1], "
             "'--no-nvml', '-q', '--no-progress']); "
-            "print(rc, sorted(m for m in sys.modules if 'multigpu' in m or m.split('.')[0] in %r))" % (DISTRIBUTED_ENGINES,))
+            f"print(rc, sorted(m for m in sys.modules if 'multigpu' in m or m.split('.')[0] in {DISTRIBUTED_ENGINES!r}))")
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:

@@ -208,7 +208,7 @@ def test_the_unseen_width_rule_chooses_the_shipped_factors_from_the_development_
     err = np.abs(np.log(sat["slowdown"] / sat["pred_shipped"]))
     got = cov.set_index(["mode", "jobs", "kappa"])["coverage_pct"]
     assert got[("timeslice", "saturating", 1.5)] == pytest.approx(100 * np.mean(err <= 1.5 * np.log(sat["hi_shipped"] / sat["pred_shipped"])))
-    for (mode, cls), g in cov.groupby(["mode", "jobs"]):
+    for (_mode, _cls), g in cov.groupby(["mode", "jobs"]):
         assert np.all(np.diff(g.sort_values("kappa")["coverage_pct"].to_numpy()) >= 0)
     # changing the locked fold's rows changes nothing the rule sees
     moved = rows.assign(slowdown=np.where(rows["fold"] == unseen_width.LOCKED_FOLD, rows["slowdown"] * 3, rows["slowdown"]))

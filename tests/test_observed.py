@@ -110,7 +110,7 @@ def test_bad_observations_are_refused_in_one_line(jobs, mps):
         Observation((a, b), (1.5,))
     with pytest.raises(ValueError, match="positive"):
         Observation((a, b), (1.5, float("nan")))
-    with pytest.raises(ValueError, match="at least|2 to"):
+    with pytest.raises(ValueError, match=r"at least|2 to"):
         Observation((a,), (1.5,))
     with pytest.raises(ValueError, match="prior_weight"):
         mps.observe([Observation((a, b), (1.5, 1.2))], prior_weight=-1)

@@ -51,7 +51,7 @@ def test_pack_beats_random_and_one_job_per_gpu_on_measured_pairs(dataset, mode):
     measured totals), so only the weaker claim is checked there."""
     t = placement_table(dataset, modes=(mode,))
     packed_total = rand_total = 0.0
-    for sid, g in t.groupby("scenario_id"):
+    for _sid, g in t.groupby("scenario_id"):
         by = g.set_index("policy")
         jobs = g["scenario"].iloc[0].split(": ")[1].split(", ")
         packed = by.loc["colopred pack (pairs unseen in training)", "throughput"]

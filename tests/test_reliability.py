@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import warnings
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -376,7 +377,7 @@ def test_resume_retries_failed_windows_up_to_the_limit(tmp_path):
     class Dying(FakePool):
         """The worker of job d dies in every window it is in; job c's dies only on the first attempt."""
 
-        seen: dict = {}
+        seen: ClassVar[dict] = {}
 
         def run_window(self, jobs, d, w):
             res, gpm = super().run_window(jobs, d, w)
@@ -415,7 +416,7 @@ def test_resume_refuses_records_of_another_plan(tmp_path):
     r = json.loads(recs[0])
     r["jobs"] = list(reversed(r["jobs"])) if len(r["jobs"]) > 1 else ["d-b1-fp32"]
     (out / "windows.jsonl").write_text("\n".join([json.dumps(r)] + recs[1:]) + "\n")
-    with pytest.raises(InputError, match="record 1 .* does not match the plan"):
+    with pytest.raises(InputError, match=r"record 1 .* does not match the plan"):
         Campaign(out, None, resume=True).run(lambda m, j: FakePool(m, j))
 
 

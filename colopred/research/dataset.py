@@ -237,6 +237,6 @@ def dataset_from(root: Path, profiles: Mapping[str, JobProfile], profile_files: 
     if relabel_dirs:
         rows = replace_relabelled(rows, relabelled_rows(relabel_dirs, profiles, retime=retime))
         named = [(f.relative_to(root).as_posix(), f) for d in relabel_dirs for f in campaign_record_files(d)]
-    gpus = [g for g in windows["gpu"].dropna().unique()]
+    gpus = list(windows["gpu"].dropna().unique())
     return Dataset(rows=rows, profiles=dict(profiles), data_hash=hash_files(files, named), gpu=gpus[0] if gpus else None,
                    retimed=retime, profile_source=profile_source, root=root, relabelled=bool(relabel_dirs))

@@ -90,7 +90,7 @@ def check_profiles(obj: Any, what: str = "profiles", min_jobs: int = 1, max_jobs
                          + (" (a collocation needs at least two jobs)" if min_jobs == 2 else ""))
     if max_jobs is not None and len(profiles) > max_jobs:
         raise ValueError(f"{what} holds {len(profiles)} jobs: at most {max_jobs} can share one GPU here")
-    if unique and len(set(p.name for p in profiles)) < len(profiles):  # the loop names the first repeat
+    if unique and len({p.name for p in profiles}) < len(profiles):  # the loop names the first repeat
         seen: dict[str, int] = {}
         for i, p in enumerate(profiles):
             if p.name in seen and profiles[seen[p.name]] is not p:
