@@ -10,23 +10,22 @@ import pandas as pd
 import pytest
 
 from colopred.profile import JobProfile
-from colopred.research.dataset import load_dataset
 from colopred.research.profiling_cost import profiling_cost_table
 from colopred.research.protocol import (_pays_off_on_repeats, coverage_spread, is_locked, locked_architectures, noise_floor,
                                        pays_off_repeats)
 from colopred.runtime.estimator import SlowdownModel
 from colopred.runtime.features import FEATURES
 
-from .conftest import DATA, ROOT, load_study
+from .conftest import DATA, ROOT, load_study, shipped_dataset
 
-pytestmark = pytest.mark.data
+pytestmark = [pytest.mark.data, pytest.mark.usefixtures("few_trees")]  # the mechanics hold for any forest
 
 NO_SLOWDOWN_SCALE = {"saturating": 0.0, "host_bound": 0.0}
 
 
 @pytest.fixture(scope="module")
 def timeslice():
-    return load_dataset(DATA).for_mode("timeslice")
+    return shipped_dataset().for_mode("timeslice")
 
 
 @pytest.mark.parametrize("scale", ["beyond_size", None])
@@ -708,10 +707,10 @@ def test_the_report_counts_the_relabelled_sets_of_each_mode():
     """report.relabel_note: the sets re-measured under relabel/ per mode (a set relabelled in both modes counts in each)."""
     from colopred.research.report import relabel_note
 
-    ds = load_dataset(DATA)
+    ds = shipped_dataset()
     r = ds.rows[ds.rows["relabelled"]]
     note = relabel_note(ds)
     for mode, name in (("timeslice", "time-slicing"), ("mps", "MPS")):
         n = r.loc[r["mode"] == mode, "set"].nunique()
         assert n > 0 and f"{n} {name}" in note
-    assert relabel_note(load_dataset(DATA, relabel=False)) == ""
+    assert relabel_note(shipped_dataset(relabel=False)) == ""

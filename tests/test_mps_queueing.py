@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from colopred.research.dataset import load_dataset, load_profiles_dir
+from colopred.research.dataset import load_profiles_dir
 from colopred.runtime.baseline import baseline_terms
 from colopred.runtime.features import FEATURES
 
-from .conftest import DATA, load_study
+from .conftest import DATA, load_study, shipped_dataset
 
 study = load_study("mps_queueing_study")
 
@@ -15,7 +15,7 @@ study = load_study("mps_queueing_study")
 @pytest.fixture(scope="module")
 def mps():
     """The measured MPS rows of a few windows of each set size (2, 3, 4), and their co-runner values."""
-    rows = load_dataset(DATA).for_mode("mps")
+    rows = shipped_dataset().for_mode("mps")
     keep = [w for n in (2, 3, 4) for w in rows.loc[rows["n_jobs"] == n, "window_id"].unique()[:5]]
     df = rows[rows["window_id"].isin(keep)].reset_index(drop=True)
     return df, study.co_runner_values(df)

@@ -8,11 +8,10 @@ import pytest
 
 from colopred.measurement.zoo.registry import ARCH_FAMILY
 from research import nested
-from colopred.research.dataset import load_dataset
 from research.interval_rules import size_exponent, slowdown_scale
 from colopred.research.protocol import is_locked
 
-from .conftest import DATA
+from .conftest import shipped_dataset
 
 ARCHS = ["alexnet", "convnext_tiny", "dlrm", "dqn", "gin", "googlenet", "gpt2_small", "graphsage", "lstm_lm", "nerf",
          "pixelcnn", "pointnet", "ppo_impala", "r3d_18", "regnetx_400mf", "resnet18", "resnet50", "s4d_lm", "se_resnet50",
@@ -102,7 +101,7 @@ def test_choose_constants_scores_the_growth_from_each_class_at_its_chosen_slowdo
 @pytest.fixture(scope="module")
 def small():
     """The time-sliced rows of the sets of eight architectures, as a dataset."""
-    ds = load_dataset(DATA)
+    ds = shipped_dataset()
     keep = {"resnet18", "gpt2_small", "dqn", "vgg16", "lstm_lm", "unet", "dlrm", "pointnet"}
     df = ds.for_mode("timeslice")
     df = df[df["set_archs"].map(lambda a: set(a) <= keep)].reset_index(drop=True)
@@ -111,7 +110,7 @@ def small():
 
 
 @pytest.mark.data
-def test_fold_predictions_test_each_fold_row_once_from_the_sets_without_its_architectures(small, monkeypatch):
+def test_fold_predictions_test_each_fold_row_once_from_the_sets_without_its_architectures(small, monkeypatch, few_trees):
     fold = ["dqn", "unet"]
     df = small.frame
     fitted = []

@@ -2,7 +2,6 @@
 
 import pytest
 
-from colopred.research.dataset import load_dataset
 from colopred.research.placement_study import (
     compare_placements,
     find_scenario,
@@ -12,13 +11,13 @@ from colopred.research.placement_study import (
     placement_table,
 )
 
-from .conftest import DATA
+from .conftest import shipped_dataset
 
 pytestmark = [pytest.mark.data, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def dataset():
-    return load_dataset(DATA)
+    return shipped_dataset()
 
 
 def test_perfect_matchings_are_all_distinct_pairings():

@@ -11,13 +11,12 @@ import pytest
 from colopred.errors import InputError, SchemaError
 from colopred.profile import JobProfile
 from colopred.research.baselines import busy_analytic
-from colopred.research.dataset import load_dataset
 from colopred.research.evaluation import splits
 from colopred.runtime.estimator import SlowdownModel
 from colopred.runtime.features import FEATURES, feature_frame
 from colopred.runtime.predictor import Predictor
 
-from .conftest import DATA, ROOT
+from .conftest import DATA, ROOT, shipped_dataset
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +26,7 @@ def profiles():
 
 @pytest.fixture(scope="module")
 def dataset():
-    return load_dataset(DATA)
+    return shipped_dataset()
 
 
 def test_features_are_permutation_invariant(profiles):

@@ -17,7 +17,7 @@ from colopred.research.dataset import load_dataset, load_profiles_dir, relabelle
 from colopred.research.evaluation import metrics
 from colopred.runtime.features import FEATURES, feature_frame
 
-from .conftest import DATA, load_study
+from .conftest import DATA, load_study, shipped_dataset
 
 ROOT = Path(__file__).parents[1]
 RELABEL = ROOT / "datasets" / "h100" / "relabel"
@@ -38,12 +38,12 @@ def chunk_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def raw():
     """datasets/h100 with every window its own label (the training rows before relabelling)."""
-    return load_dataset(DATA, relabel=False)
+    return shipped_dataset(relabel=False)
 
 
 @pytest.fixture(scope="module")
 def relab():
-    return load_dataset(DATA)
+    return shipped_dataset()
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +183,7 @@ def test_train_records_the_labels_and_no_relabel_keeps_the_windows(small, tmp_pa
 
 @pytest.mark.slow
 def test_gpm_profiles_describe_the_same_relabelled_labels(relab):
-    nvml = load_dataset(DATA, profile_source="nvml")
+    nvml = shipped_dataset(profile_source="nvml")
     assert nvml.relabelled and nvml.data_hash != relab.data_hash
     a, b = (d.rows[d.rows["relabelled"]].sort_values(["window_id", "job"]).reset_index(drop=True) for d in (relab, nvml))
     pd.testing.assert_frame_equal(a[["window_id", "job", "slowdown", "solo_ms", "windows"]], b[["window_id", "job", "slowdown", "solo_ms", "windows"]],

@@ -29,7 +29,7 @@ from colopred.runtime.manifest import read_manifest, shipped_models_dir
 from colopred.runtime.predictor import Predictor
 from colopred.schema import load_schema, problems, schema_text
 
-from .conftest import DATA, ROOT
+from .conftest import DATA, ROOT, shipped_dataset
 from .test_harness import FakePool, config
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -296,11 +296,10 @@ def _predictions(path, X):
 @pytest.fixture(scope="module")
 def two_models(tmp_path_factory):
     """Two different fitted mps models: the shipped one and one fitted on a part of the shipped data."""
-    from colopred.research.dataset import load_dataset
     from colopred.runtime.estimator import SlowdownModel
     from colopred.runtime.features import FEATURES
 
-    rows = load_dataset(DATA).for_mode("mps")
+    rows = shipped_dataset().for_mode("mps")
     rows = rows[rows["n_jobs"] == 2].iloc[:300]
     X = rows[list(FEATURES)].to_numpy()
     other = SlowdownModel(mode="mps", params={"n_estimators": 20}).fit(X, rows["slowdown"].to_numpy(), groups=rows["arch"].to_numpy())
