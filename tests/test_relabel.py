@@ -171,7 +171,7 @@ def test_relabel_records_change_the_hash_by_content_and_place(small, tmp_path):
     assert not moved.relabelled and moved.data_hash not in (a.data_hash, b.data_hash)
 
 
-def test_train_records_the_labels_and_no_relabel_keeps_the_windows(small, tmp_path, capsys):
+def test_train_records_the_labels_and_no_relabel_keeps_the_windows(small, tmp_path, capsys, few_trees):
     for flag, relabelled in (([], True), (["--no-relabel"], False)):
         out = tmp_path / ("r" if relabelled else "w") / "m"
         assert main(["train", "--data", str(small), "--out", str(out), "--modes", "timeslice", "--no-metrics", "-q", *flag]) == 0
