@@ -59,7 +59,9 @@ class JobProfile:
     """Kernel time per iteration / solo iteration time (ncu), or GPM graphics activity (nvml)."""
     dram_util_pct: float
     """Tabrizian's M: duration-weighted DRAM bandwidth utilisation, % of peak."""
-    achieved_occupancy_pct: float
+    achieved_occupancy_pct: float | None
+    """Duration-weighted achieved occupancy, %. Every ncu profile has it (a required metric); None where the source
+    gives none (a profile built from nvidia-smi columns by ``colopred import``: the models read it as missing)."""
     kernel_ms_per_iteration: float | None = None
     kernels_per_iteration: float | None = None
     sm_throughput_pct: float | None = None
@@ -261,6 +263,8 @@ def validate_fields(p: JobProfile) -> list[str]:
     if isinstance(p.meta, dict) and depth(p.meta, MAX_META_DEPTH) > MAX_META_DEPTH:
         problems.append(f"meta nests deeper than {MAX_META_DEPTH} levels")
     it = p.iteration_ms
+    if p.source == "ncu" and p.achieved_occupancy_pct is None:
+        problems.append("an ncu profile needs achieved_occupancy_pct (sm__warps_active, a required metric)")
     if p.peak_memory_gib is not None and p.peak_memory_gib > p.gpu.memory_gib:
         problems.append(f"peak_memory_gib {p.peak_memory_gib:g} exceeds the GPU's memory ({p.gpu.memory_gib:g} GiB)")
     if p.kernel_ms_per_iteration is not None and p.kernel_ms_per_iteration > MAX_BUSY_FRACTION * it:
@@ -309,6 +313,13 @@ def instance_names(jobs: list[str] | tuple[str, ...]) -> list[str]:
             seen[j] = seen.get(j, 0) + 1
             out.append(instance_name(j, seen[j]))
     return out
+
+
+def as_instances(profiles: list[JobProfile] | tuple[JobProfile, ...]) -> list[JobProfile]:
+    """``profiles`` with each copy of a job given more than once renamed to its instance name (:func:`instance_names`):
+    ``[a, b, a] -> [a#1, b, a#2]``, the same profile under another name; a job given once is the same object."""
+    names = instance_names([p.name for p in profiles])
+    return [p if n == p.name else replace(p, name=n) for p, n in zip(profiles, names)]
 
 
 def load_profiles(paths: list[str | os.PathLike]) -> list[JobProfile]:

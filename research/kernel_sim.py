@@ -1,5 +1,5 @@
-"""A collocation simulator driven by each job's own kernel sequence (a research prototype; docs/model.md, "Kernel
-simulator").
+"""A collocation simulator driven by each job's own kernel sequence (a research prototype; ``reports/h100/kernel_sim/``,
+``docs/history.md``).
 
 Each job is its solo ncu kernel sequence (order, duration, waves, DRAM share) plus the host time its iteration needs
 beyond the kernels. Consecutive kernels are merged into at most ``segments`` *segments* per iteration (durations
@@ -37,9 +37,9 @@ DEFAULT_SEGMENTS = 48
 """Segments per iteration: events per set stay bounded (a set of four simulates in well under a second)."""
 
 SLICE_US = 1000.0
-"""Time slice of the time-slicing simulator. Chosen with ``SWITCH_US`` on the development architectures of the locked
-split (``research/sim_study.py``; 1, 2 and 4 ms × 25, 50 and 100 µs, least mean development MAPE of the simulator ×
-trees over its three splits: 4.72%, against 4.75% for 2 ms / 25 µs and 5.99% for 4 ms / 100 µs)."""
+"""Time slice of the time-slicing simulator. Chosen with ``SWITCH_US`` over 1, 2 and 4 ms × 25, 50 and 100 µs by the
+least mean development MAPE of the simulator × trees over its three splits (``research/sim_study.py``,
+``reports/h100/kernel_sim/``)."""
 
 SWITCH_US = 25.0
 """GPU idle per context switch of the time-slicing simulator; chosen with ``SLICE_US``."""

@@ -1,4 +1,4 @@
-"""Nested cross-validation of the interval's calibration over architectures (issue 23's honest protocol, beside the
+"""Nested cross-validation of the interval's calibration over architectures (the honest protocol's complement to the
 locked split).
 
 The locked split holds out five architectures, too few to tell a ±3-point calibration error from the draw

@@ -1,4 +1,4 @@
-"""How noisy the measured slowdowns are, and how much of that is noise at all (issue 23, items 3 and 5).
+"""How noisy the measured slowdowns are, and how much of that is noise at all.
 
 A slowdown s = t'/t is measured in one window against solo windows of the same job on the same machine
 (``reader.slowdown_table``). Two measurements of the same (mode, set, job) differ for three reasons:

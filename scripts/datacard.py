@@ -124,7 +124,7 @@ def sections(w: pd.DataFrame, s: pd.DataFrame, st: pd.DataFrame, profs: pd.DataF
         for k, target in ((2, 400), (3, 200)):
             a = again[(again["mode"] == mode) & (again["n_jobs"] == k)]
             rows.append({"mode": mode, "set size": k, "distinct sets measured": d[d["n_jobs"] == k]["set"].nunique(),
-                         "target (issue 4)": target, "infeasible sets recorded": infeasible if k == 2 else "",
+                         "target": target, "infeasible sets recorded": infeasible if k == 2 else "",
                          "measured again on another machine or lease": int(a["another_lease"].sum()),
                          "of which on another day": int((a["another_lease"] & a["another_day"]).sum())})
     out["counts"] = md(pd.DataFrame(rows))

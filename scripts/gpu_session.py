@@ -222,13 +222,14 @@ def _campaigns(a) -> list[tuple[Path, str, list[str]]]:
     colopred's own sets parser); ``--campaign-dir`` with ``--sets`` and ``--jobs`` names one campaign.
     """
     from colopred.measurement.harness.plan import expand_sets
+    from colopred.profile import job_of
 
     if not a.campaigns:
         return [(Path(a.campaign_dir), a.sets, a.jobs)]
     out = []
     for item in a.campaigns.split(","):
         d, _, sets_file = item.partition("=")
-        jobs = list(dict.fromkeys(j for members in expand_sets(sets_file, []) for j in members))
+        jobs = list(dict.fromkeys(job_of(j) for members in expand_sets(sets_file, []) for j in members))
         out.append((Path(d), sets_file, jobs))
     return out
 

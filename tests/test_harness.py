@@ -380,3 +380,46 @@ def test_gpu_session_parkcheck_runs_parked_and_resident_campaigns(tmp_path):
         recs = [json.loads(l) for l in (tmp_path / "work" / "parkcheck" / d / "windows.jsonl").read_text().splitlines()]
         assert recs and all(x["park_idle"] is park for x in recs)
     assert (tmp_path / "out" / "results.tar.gz").exists()
+
+
+class CopyPool(FakePool):
+    """FakePool whose members may be copies JOB#k of a job (the job's solo time)."""
+
+    def run_window(self, jobs, duration_s, warmup_s):
+        from colopred.profile import job_of
+
+        self.calls.append(tuple(jobs))
+        f = 1.0 + 0.5 * (len(jobs) - 1)
+        return {j: {"status": "ok", "iterations": 20, "mean_ms": SOLO_MS[job_of(j)] * f, "median_ms": SOLO_MS[job_of(j)] * f,
+                    "peak_memory_gib": 1.0} for j in jobs}, None
+
+
+def test_sets_file_lists_copies_of_one_job_as_instances(tmp_path):
+    """A job given n times in a set is n copies, named JOB#1..JOB#n; a '#' inside a name is not a comment."""
+    f = tmp_path / "s.txt"
+    f.write_text("# header\na-b1-fp32+a-b1-fp32  # two copies\nb-b1-fp32+a-b1-fp32+a-b1-fp32+a-b1-fp32\nc-b1-fp32+d-b1-fp32\n")
+    sets = expand_sets(str(f), [])
+    assert sets == [("a-b1-fp32#1", "a-b1-fp32#2"), ("a-b1-fp32#1", "a-b1-fp32#2", "a-b1-fp32#3", "b-b1-fp32"),
+                    ("c-b1-fp32", "d-b1-fp32")]
+    assert expand_sets(str(f), []) == sets  # instance names read back as the same set (a resumed campaign's)
+    cfg = CampaignConfig(jobs=JOBS, sets=tuple(sets), modes=("timeslice",))
+    assert CampaignConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    with pytest.raises(ValueError, match="not in --jobs"):
+        CampaignConfig(jobs=JOBS[1:], sets=(("a-b1-fp32#1", "a-b1-fp32#2"),), modes=("mps",))
+
+
+def test_campaign_of_copies_measures_each_copy_against_its_jobs_solo_windows(tmp_path):
+    sets = (("a-b1-fp32#1", "a-b1-fp32#2"), ("a-b1-fp32#1", "a-b1-fp32#2", "b-b1-fp32"), ("b-b1-fp32", "c-b1-fp32"))
+    cfg = CampaignConfig(jobs=("a-b1-fp32", "b-b1-fp32", "c-b1-fp32"), sets=sets, modes=("timeslice",), repeat_frac=0.0)
+    camp = Campaign(tmp_path / "c", cfg)
+    calls = []
+    camp.run(lambda m, j: CopyPool(m, j, calls=calls))
+    solo_members = {c[0] for c in calls if len(c) == 1}
+    assert solo_members == {"a-b1-fp32", "b-b1-fp32", "c-b1-fp32"}  # copies are never measured alone: the job is
+    s = slowdown_table(read_windows(tmp_path / "c"))
+    two = s[s["set"] == "a-b1-fp32#1+a-b1-fp32#2"]
+    assert list(two["instance"]) == ["a-b1-fp32#1", "a-b1-fp32#2"] and set(two["job"]) == {"a-b1-fp32"}
+    assert two["solo_ms"].tolist() == [10.0, 10.0] and two["slowdown"].tolist() == pytest.approx([1.5, 1.5])
+    three = s[s["n_jobs"] == 3]
+    assert sorted(three["job"]) == ["a-b1-fp32", "a-b1-fp32", "b-b1-fp32"] and (three["slowdown"] - 2.0).abs().max() < 1e-9
+    assert three["throughput"].iloc[0] == pytest.approx(1.5)

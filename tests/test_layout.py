@@ -63,6 +63,51 @@ def test_the_package_never_imports_the_studies():
     assert not bad, bad
 
 
+SERVICE = [PKG / "service", PKG / "client.py"]
+SERVE_EXTRA = ("fastapi", "starlette", "uvicorn", "prometheus_client", "pydantic", "psycopg")
+
+
+def test_the_service_is_a_thin_layer_over_the_runtime():
+    """The service and its client import the runtime and the value types only (never the GPU side, the zoo, the
+    research code or the CLI); the runtime, the value types and the CLI's module level never import the service or
+    its framework, so everything but `colopred serve` works without the serve extra."""
+    bad = {}
+    for f in _modules(SERVICE):
+        hits = sorted(i for i in _imports(f) if i.startswith(FORBIDDEN_FOR_RUNTIME))
+        if hits:
+            bad[str(f.relative_to(ROOT))] = hits
+    for f in _modules(RUNTIME):
+        hits = sorted(i for i in _imports(f) if i.startswith(("colopred.service", "colopred.client", *SERVE_EXTRA)))
+        if hits:
+            bad[str(f.relative_to(ROOT))] = hits
+    for f in _modules([PKG / "cli"]):
+        top = ast.parse(f.read_text()).body  # the CLI imports the service inside the command that runs it
+        hits = sorted(i for node in top if isinstance(node, (ast.Import, ast.ImportFrom))
+                      for i in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])
+                      if i.startswith(("colopred.service", *SERVE_EXTRA)) or i.startswith("service"))
+        if hits:
+            bad[str(f.relative_to(ROOT))] = hits
+    assert not bad, bad
+
+
+def test_predicting_and_the_cli_work_without_the_serve_extra():
+    hide = ("import sys, importlib.abc\n"
+            "class Hide(importlib.abc.MetaPathFinder):\n"
+            f"    def find_spec(self, name, path, target=None):\n"
+            f"        if name.split('.')[0] in {SERVE_EXTRA!r}: raise ImportError(f'No module named {{name!r}}', name=name)\n"
+            "sys.meta_path.insert(0, Hide())\n")
+    code = hide + ("from colopred import JobProfile, Predictor\n"
+                   f"a = JobProfile.from_json({str(DATA / 'profiles/ncu/resnet18-b64-fp32.json')!r})\n"
+                   f"b = JobProfile.from_json({str(DATA / 'profiles/ncu/gpt2_small-b8-bf16.json')!r})\n"
+                   "assert Predictor.default('mps').predict([a, b]).slowdown[0] > 1\n"
+                   "from colopred.cli import main\n"
+                   "rc = main(['serve', '--port', '1'])\n"
+                   "print('rc', rc)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.strip() == "rc 2", r.stdout + r.stderr
+    assert r.stderr.strip().count("\n") == 0 and 'pip install "colopred[serve]"' in r.stderr, r.stderr
+
+
 def test_measurement_never_imports_research_cli_or_xgboost():
     """The GPU side runs from the working tree on machines without XGBoost."""
     bad = {}

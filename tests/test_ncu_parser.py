@@ -268,8 +268,9 @@ def test_shipped_ncu_profiles_rebuild_from_their_raw_reports():
 
 
 def test_real_reports_put_thousands_separators_only_in_time_and_count_columns():
-    """The strict reader refuses a separator in a percentage: no shipped H100 report (51, raw csv read) has one there,
-    while durations and launch counts carry them; and every shipped report reads."""
+    """Durations and launch counts carry thousands separators in every shipped H100 report (raw csv read), their
+    percentages none (ncu prints one only past 999 %, an L2 hit rate on an H200:
+    test_a_percentage_past_999_carries_ncu_thousands_separator); and every shipped report reads."""
     import gzip
 
     from colopred.measurement.profiling.ncu_csv import (
@@ -300,3 +301,175 @@ def test_a_kernel_of_duration_zero_is_allowed(report_text, write):
     rep = read_ncu_csv(write("z.csv", with_cell(report_text, "gpu__time_duration.sum", "0", 4)))
     assert rep.kernels["duration_ns"].iloc[2] == 0 and (rep.kernels["duration_ns"].drop(index=2) > 0).all()
     assert len(rep.kernels) == len(read_ncu_csv(FULL_REPORT).kernels)
+
+
+# ---------------------------------------------------------------------------------- what ncu prints on an H200
+H200_FULL = FIXTURES / "ncu_resnet50_b64_h200_full.csv.gz"  # copy of shared/samples: resnet50 b64 fp32, full metric set
+L2 = "lts__t_sector_hit_rate.pct"
+SM = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+
+
+def _column(path, metric):
+    """(durations in ns, the metric's cells as text) of a real report, read with the csv module only."""
+    import gzip
+
+    lines = gzip.open(path, "rt").read().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
+    rows = [r for r in csv.reader(lines[start:]) if r]
+    h = rows[0]
+    body = [r for r in rows[2:] if r[0].isdigit()]
+    return np.array([float(r[h.index("gpu__time_duration.sum")].replace(",", "")) for r in body]), [r[h.index(metric)] for r in body]
+
+
+def test_real_h200_full_report_becomes_a_profile():
+    """The full-metric report of resnet50 on an H200 that the parser refused (L2 hit rates up to 577.51 % on 105 of 737
+    kernels) becomes a profile with every metric, without a warning; its L2 hit rate is the duration-weighted mean of
+    what ncu printed, kernels above 100 % included."""
+    import warnings
+
+    t, l2_text = _column(H200_FULL, L2)
+    l2 = np.array([float(v) for v in l2_text])
+    assert (l2 > 100.5).sum() == 105 and l2.max() == 577.51  # what the report holds
+    M, occ, n, t_ns = independent_M(H200_FULL)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rep = read_ncu_csv(H200_FULL)
+        p = profile_from_ncu(rep, name="resnet50-b64-fp32", iteration_ms=t_ns / 1e6 * 1.1)
+    assert rep.gpu_name == "NVIDIA H200" and rep.sm_count == 132 and rep.left_out == {}
+    assert p.gpu.name == "NVIDIA H200" and p.kernels_per_iteration == n == 737
+    assert abs(p.dram_util_pct - M) < 0.1 and abs(p.achieved_occupancy_pct - occ) < 0.1
+    assert p.l2_hit_rate_pct == pytest.approx((l2 * t).sum() / t.sum(), rel=1e-12) and p.l2_hit_rate_pct < 100
+    assert None not in (p.sm_throughput_pct, p.theoretical_occupancy_pct, p.sm_fill_pct, p.mps_wait_us)
+    assert "ncu_left_out" not in p.meta
+
+
+def test_a_percentage_past_999_carries_ncu_thousands_separator(write):
+    """ncu prints "1,340.18" for an L2 hit rate past 999 % (other H200 reports of the same run): read as 1340.18."""
+    text = with_cell(gzip_text(H200_FULL), L2, "1,340.18", 3)
+    rep = read_ncu_csv(write("h200.csv", text))
+    assert rep.kernels["l2_hit_pct"].iloc[1] == 1340.18
+    assert len(rep.kernels) == 737 and rep.left_out == {}
+
+
+def gzip_text(path):
+    import gzip
+
+    return gzip.open(path, "rt").read()
+
+
+@pytest.mark.parametrize("value, problem", [("1,5", "misplaced thousands separator"), ("12,34.5", "misplaced thousands separator"),
+                                            ("1,340.18", "outside 0..100.5 %")])
+def test_a_required_percentage_stays_strict(value, problem, report_text, write):
+    """A decimal comma is never read as a separator ("1,5" is not 15), and a required metric out of range refuses the
+    report, separators or not."""
+    path = write("r.csv", with_cell(report_text, "sm__warps_active.avg.pct_of_peak_sustained_active", value, 5))
+    with pytest.raises(InputError, match=problem):
+        read_ncu_csv(path)
+
+
+def test_an_optional_metric_out_of_range_costs_that_metric_only(report_text, write):
+    """An SM throughput of 300 % on two kernels of a real H100 report: the profile is made without sm_throughput_pct
+    (a warning and the meta name the metric and how many kernels); every other field is what the intact report gives."""
+    text = with_cell(with_cell(report_text, SM, "300", 5), SM, "250.5", 9)
+    with pytest.warns(UserWarning, match=r"metric sm__throughput.avg.pct_of_peak_sustained_elapsed: 2 of 353 kernels outside "
+                                         r"0..100.5 %.*left out of the profile"):
+        rep = read_ncu_csv(write("r.csv", text))
+    assert "sm_pct" not in rep.kernels and list(rep.left_out) == [SM]
+    p = profile_from_ncu(rep, name="r18", iteration_ms=20.0)
+    intact = profile_from_ncu(read_ncu_csv(write("intact.csv", report_text)), name="r18", iteration_ms=20.0)
+    assert p.sm_throughput_pct is None and "sm_pct" not in p.distributions
+    assert p.meta["ncu_left_out"][SM].startswith("2 of 353 kernels outside 0..100.5 %")
+    same = {k: v for k, v in p.to_dict().items() if k not in ("sm_throughput_pct", "distributions", "meta")}
+    assert same == {k: v for k, v in intact.to_dict().items() if k in same}
+    assert p.distributions == {k: v for k, v in intact.distributions.items() if k != "sm_pct"}
+
+
+def test_an_l2_hit_rate_whose_mean_is_no_percentage_is_left_out(report_text, write):
+    """Per kernel ncu's L2 hit rate has no upper bound; a profile's duration-weighted hit rate above 100 % is left out
+    with a warning (how many kernels lie above 100) instead of refusing the profile."""
+    import io as _io
+
+    lines = report_text.splitlines()
+    h = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
+    col = next(csv.reader([lines[h]])).index(L2)
+    out = []
+    for line in lines[h + 2:]:
+        cells = next(csv.reader([line]))
+        if cells and cells[0].isdigit():
+            cells[col] = "1,234.5"
+            buf = _io.StringIO()
+            csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="").writerow(cells)
+            line = buf.getvalue()
+        out.append(line)
+    rep = read_ncu_csv(write("r.csv", "\n".join(lines[: h + 2] + out) + "\n"))
+    with pytest.warns(UserWarning, match=r"lts__t_sector_hit_rate.pct: duration-weighted mean 1234 % \(353 of 353 kernels above "
+                                         r"100\).*l2_hit_rate_pct left out"):
+        p = profile_from_ncu(rep, name="r18", iteration_ms=20.0)
+    assert p.l2_hit_rate_pct is None and p.sm_throughput_pct is not None
+    assert "353 of 353 kernels above 100" in p.meta["ncu_left_out"][L2]
+
+
+def test_profile_ncu_says_what_it_left_out(report_text, tmp_path):
+    """The command writes the profile and prints the warning once, on stderr, as `colopred: warning: ...`."""
+    import subprocess
+    import sys
+
+    (tmp_path / "r.csv").write_text(with_cell(report_text, SM, "300", 5))
+    r = subprocess.run([sys.executable, "-m", "colopred", "profile", "ncu", str(tmp_path / "r.csv"), "--name", "x", "--iter-ms", "20",
+                        "-o", str(tmp_path / "p.json")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    warned = [line for line in r.stderr.splitlines() if line.startswith("colopred: warning:")]
+    assert len(warned) == 1 and SM in warned[0] and "1 of 353 kernels" in warned[0]
+    assert "Traceback" not in r.stderr and (tmp_path / "p.json").exists()
+
+
+def test_h100_profiles_are_unchanged_by_the_bounds():
+    """The H100 fixtures give the profiles they gave before the bounds followed the H200 (recorded with the parser
+    that refused the H200 report): the same fields, every value the same to 1e-12 (bit for bit with the versions of
+    numpy and pandas they were recorded with; the last bit of a weighted sum may differ between versions)."""
+    import json
+
+    from .conftest import load_script
+
+    same = load_script("reprofile_ncu").same
+    expected = json.loads((FIXTURES / "ncu_profiles_before_h200.json").read_text())
+    assert len(expected) == 3
+    for name, doc in expected.items():
+        path = {"sample": SAMPLE, "full": FULL_REPORT, "minimal": MINIMAL_REPORT}[name]
+        rep = read_ncu_csv(path)
+        got = json.loads(json.dumps(profile_from_ncu(rep, name="x", iteration_ms=rep.total_kernel_ms * 1.1).to_dict()))
+        assert same(got, doc, rel=1e-12), name
+
+
+def test_models_read_nothing_the_full_metric_set_adds(report_text, write):
+    """The default metric set is the minimal one because no shipped model reads what the full set adds: a real
+    full-set report, and the same report without the full set's extra metrics (SM throughput, L2 hit rate), give the
+    same feature vector and the same prediction from every shipped ncu model; the profiles differ only in those
+    fields."""
+    import glob
+
+    from colopred.measurement.profiling.ncu_csv import NCU_METRICS, REQUIRED_METRICS
+    from colopred.measurement.profiling.runner import DEFAULT_METRIC_SET, METRIC_SETS
+    from colopred.profile import JobProfile
+    from colopred.runtime.features import base_vector
+    from colopred.runtime.predictor import Predictor
+
+    extra = [m for m in NCU_METRICS if m not in REQUIRED_METRICS]
+    assert METRIC_SETS[DEFAULT_METRIC_SET] == list(REQUIRED_METRICS) and set(extra) == {SM, L2, "sm__maximum_warps_per_active_cycle_pct"}
+    lines = report_text.splitlines()
+    h = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
+    for m in (SM, L2):  # the minimal set's report of the same kernels (theoretical occupancy comes with it: see below)
+        lines[h] = lines[h].replace(f'"{m}"', f'"{m}_not_collected"')
+    meta = {"ncu_report": "resnet18-b64-fp32.csv"}
+    full = profile_from_ncu(read_ncu_csv(write("full.csv", report_text)), name="a", iteration_ms=20.0, meta=meta)
+    minimal = profile_from_ncu(read_ncu_csv(write("min.csv", "\n".join(lines) + "\n")), name="a", iteration_ms=20.0, meta=meta)
+    differ = {k for k, v in full.to_dict().items() if minimal.to_dict()[k] != v}
+    assert differ == {"sm_throughput_pct", "l2_hit_rate_pct", "distributions"}
+    assert full.distributions["dram_pct"] == minimal.distributions["dram_pct"]
+    np.testing.assert_array_equal(base_vector(full), base_vector(minimal))
+    # a real minimal-set report holds the theoretical occupancy too (ncu collects it for sm__warps_active)
+    assert read_ncu_csv(MINIMAL_REPORT).kernels["theo_occupancy_pct"].notna().all()
+    partner = JobProfile.from_json(sorted(glob.glob(str(FIXTURES.parent.parent / "datasets/h100/profiles/ncu/*.json")))[0])
+    for mode in ("mps", "timeslice"):
+        pred = Predictor.default(mode)
+        assert pred.predict([full, partner]).slowdown == pred.predict([minimal, partner]).slowdown

@@ -210,3 +210,29 @@ def test_a_trace_without_kernels_is_its_own_error(tmp_path):
     with pytest.raises(NoKernelError, match=r"cpu_only\.json: no GPU kernel"):
         load_timeline(cpu_only)
     assert issubclass(NoKernelError, InputError)
+
+
+def test_a_trace_whose_kernels_all_last_zero_microseconds_is_refused(tmp_path, capsys):
+    """A trace of kernels that all last 0 µs holds no kernel time: add-timeline refuses it in one line naming the file,
+    writes nothing, and never sets a stream overlap of 1 from it (a trace of the shipped gin job, its durations zeroed)."""
+    from colopred.cli import main
+    from colopred.measurement.profiling.timeline import load_timeline
+
+    raw = json.loads(gzip.open(FIXTURES / "gin-b1024-fp32.trace.json.gz", "rt").read())
+    kernels = 0
+    for e in raw["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e["dur"] = 0
+            kernels += 1
+    assert kernels > 0
+    bad = tmp_path / "zero.json"
+    bad.write_text(json.dumps(raw))
+    with pytest.raises(InputError, match=rf"zero.json: its {kernels} GPU kernels all last 0 µs: the timeline holds no kernel time"):
+        load_timeline(bad)
+    src = DATA / "profiles" / "ncu" / "gin-b1024-fp32.json"
+    out = tmp_path / "p.json"
+    assert main(["profile", "add-timeline", str(src), "--timeline", str(bad), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("colopred: error: ") and "no kernel time" in err and "\n" not in err and not out.exists()
+    with pytest.raises(ValueError, match="no kernel time"):
+        stream_overlap(pd.DataFrame({"kind": ["kernel", "kernel"], "start_us": [0.0, 5.0], "dur_us": [0.0, 0.0]}))

@@ -311,3 +311,23 @@ def test_dgcnn_edges_join_each_point_to_its_nearest_neighbours_and_gat_attends_o
     moved[4] += 10.0
     out = gat(moved, edges, graph_of, 2)
     assert torch.equal(out[0], base[0]) and not torch.allclose(out[1], base[1])
+
+
+@pytest.mark.slow
+def test_copies_of_one_job_run_as_separate_worker_processes(tmp_path):
+    """Two copies of one zoo job in a window are two worker processes training side by side; the job's solo window
+    runs on the first copy's worker."""
+    from colopred.measurement.harness.gpu_pool import worker_key
+
+    assert [worker_key(m) for m in ("resnet18-b2-fp32", "resnet18-b2-fp32#1", "resnet18-b2-fp32#2")] == \
+        ["resnet18-b2-fp32", "resnet18-b2-fp32", "resnet18-b2-fp32#2"]
+    cfg = CampaignConfig(jobs=("resnet18-b2-fp32",), sets=(("resnet18-b2-fp32#1", "resnet18-b2-fp32#2"),), modes=("timeslice",),
+                         repeat_frac=0.0, min_iters=3, min_window_s=2.5, max_window_s=6.0, warmup_s=0.3)
+    lines = []
+    Campaign(tmp_path / "c", cfg).run(lambda m, j: GpuWorkerPool(m, j, device="cpu", tiny=True, use_nvml=False, log=lines.append))
+    w = read_windows(tmp_path / "c")
+    assert set(w["status"]) == {"ok"}, w[["window_id", "status", "reason"]].to_string()
+    s = slowdown_table(w)
+    assert list(s["instance"]) == ["resnet18-b2-fp32#1", "resnet18-b2-fp32#2"] and (s["slowdown"] > 0).all()
+    ready = sorted(x.split(" ready")[0] for x in lines if x.startswith("worker ") and " ready " in x)
+    assert ready == ["worker resnet18-b2-fp32", "worker resnet18-b2-fp32#2"]  # one process per copy

@@ -38,6 +38,15 @@ class Log:
             print(msg, file=sys.stderr, flush=True)
 
 
+def print_warnings(caught: list) -> list[str]:
+    """The distinct messages of caught warnings, each printed once on stderr (``colopred: warning: ...``) before the
+    result, and returned for a JSON answer's ``warnings``."""
+    notes = list(dict.fromkeys(str(w.message) for w in caught))
+    for note in notes:
+        print(f"colopred: warning: {note}", file=sys.stderr)
+    return notes
+
+
 def add_verbosity(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("-v", "--verbose", action="store_true", help="more progress detail")

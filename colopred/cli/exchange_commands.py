@@ -19,15 +19,20 @@ def _columns(specs: list[str] | None) -> dict[str, str]:
 
 
 def cmd_import(a) -> int:
+    import warnings
+
     from ..research.exchange import import_table
     from .profile_commands import check_number
-    from .common import log_of
+    from .common import log_of, print_warnings
 
     check_number(a.gpu_memory_gib, "--gpu-memory-gib", unit=" GiB")
     if a.gpu_sm_count is not None and a.gpu_sm_count < 1:
         raise ColopredError(f"--gpu-sm-count must be a positive integer, not {a.gpu_sm_count}")
-    r = import_table(a.table, a.out, name=a.name, columns=_columns(a.column), profiles_dir=a.profiles, gpu_name=a.gpu,
-                     sm_count=a.gpu_sm_count, memory_gib=a.gpu_memory_gib)
+    with warnings.catch_warnings(record=True) as caught:  # what the profiles built from the table's columns lack
+        warnings.simplefilter("always")
+        r = import_table(a.table, a.out, name=a.name, columns=_columns(a.column), profiles_dir=a.profiles, gpu_name=a.gpu,
+                         sm_count=a.gpu_sm_count, memory_gib=a.gpu_memory_gib)
+    print_warnings(caught)
     log_of(a)(f"imported {r.rows} rows ({r.sets} sets, {len(r.jobs)} jobs) into {r.campaign_dir}; "
               f"{len(r.profiles_written)} profiles written to {a.out}/profiles/ (ncu/ or nvml/ by source: train --profiles SOURCE)")
     return 0

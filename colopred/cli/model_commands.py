@@ -42,18 +42,22 @@ def _naming(path: str):
 
 
 def cmd_predict(a) -> int:
+    if a.server:
+        from .serve_commands import remote_predict
+
+        return remote_predict(a)
     from ..profile import load_profiles
     from .common import load_predictor
 
     if len(a.profiles) < 2:
         raise ColopredError("predict needs at least two profiles")
     profiles = load_profiles(a.profiles)
-    first: dict[str, str] = {}
-    for path, p in zip(a.profiles, profiles):
-        if p.name in first:
-            raise InputError(path, f"holds job {p.name!r}, as {first[p.name]} does: give each job once (to predict two "
-                             "copies of one job, give the copy's profile another \"name\")")
-        first[p.name] = path
+    first: dict[str, tuple[str, object]] = {}
+    for path, p in zip(a.profiles, profiles):  # one name, one job: the same profile again is a copy of it (JOB#2)
+        at, q = first.setdefault(p.name, (path, p))
+        if q != p:
+            raise InputError(path, f"holds another profile of job {p.name!r} than {at} does: give one of them another "
+                             "\"name\" (the same profile given twice is two copies of the job)")
     pred = load_predictor(a.model, a.mode, profiles, "predict")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -73,12 +77,47 @@ def cmd_predict(a) -> int:
     for n in notes:
         print(f"colopred: warning: {n}", file=sys.stderr)
     if a.json:
-        print(json.dumps({**result.to_dict(), "profile_source": pred.profile_source, "warnings": notes}, indent=1))
+        from ..runtime.documents import prediction_document
+
+        print(json.dumps(prediction_document(result, pred.profile_source, notes), indent=1))
     else:
         print(result.summary())
         if pred.profile_source != "ncu":
             print(f"(model for {pred.profile_source} GPM profiles)")
     return 0
+
+
+def _profile_source(data: str, given: str | None, log) -> str:
+    """The profiles ``--profiles`` names, or without it the dataset's own: ``profiles/ncu``, else ``profiles/nvml``
+    where that is all it has (``colopred import`` writes profiles built from table columns there). A named folder
+    the dataset lacks is refused pointing at the one it has."""
+    from pathlib import Path
+
+    from ..runtime.sources import PROFILE_SOURCES
+
+    have = [s for s in PROFILE_SOURCES if (Path(data) / "profiles" / s).is_dir()]
+    if given is None:
+        if "ncu" in have or not have:
+            return "ncu"  # (none: the reader names the folder it lacks)
+        log(f"reading {data}/profiles/{have[0]} (the dataset has no profiles/ncu; --profiles {have[0]})")
+        return have[0]
+    if given not in have and have:
+        raise InputError(Path(data) / "profiles" / given, f"no such folder of profiles: this dataset's profiles are in "
+                         f"profiles/{have[0]} (give --profiles {have[0]}, or leave --profiles out)")
+    return given
+
+
+def _groups(a) -> dict[str, str] | None:
+    """``--groups FILE``: {job: architecture} for leave-architecture-out (``colopred.research.arch_groups``)."""
+    from ..research.arch_groups import read_groups
+
+    return read_groups(a.groups) if a.groups else None
+
+
+def _groups_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--groups", metavar="FILE",
+                   help="JSON object {job: architecture}: the groups leave-architecture-out holds out (default: a profile's "
+                        "meta.arch, else the part of the job's name before -b)")
 
 
 def cmd_train(a) -> int:
@@ -89,9 +128,11 @@ def cmd_train(a) -> int:
 
     if not a.out or Path(a.out).name in ("", ".", ".."):
         raise ColopredError(f"--out needs a file stem (OUT in OUT-MODE.json), not {a.out!r}")
+    source = _profile_source(a.data, a.profiles, log_of(a))
+    groups = _groups(a)
     with _naming(a.data):
-        paths = train(a.data, a.out, modes=_modes(a.modes), with_metrics=not a.no_metrics, log=log_of(a), profile_source=a.profiles,
-                      relabel=not a.no_relabel)
+        paths = train(a.data, a.out, modes=_modes(a.modes), with_metrics=not a.no_metrics, log=log_of(a), profile_source=source,
+                      relabel=not a.no_relabel, groups=groups)
     if not paths:
         raise ColopredError(f"{a.data}: no model trained (no measurements)")
     return 0
@@ -100,6 +141,7 @@ def cmd_train(a) -> int:
 def cmd_evaluate(a) -> int:
     from pathlib import Path
 
+    from ..research.arch_groups import regrouped
     from ..research.dataset import load_dataset
     from ..research.report import evaluate
     from .common import log_of
@@ -109,8 +151,10 @@ def cmd_evaluate(a) -> int:
     if a.out and Path(a.out).exists() and not Path(a.out).is_dir():
         raise InputError(a.out, "is a file; --out names a folder for the report")
     log(f"reading {a.data}")
+    source = _profile_source(a.data, a.profiles, log)
+    groups = _groups(a)
     with _naming(a.data):
-        ds = load_dataset(a.data, profile_source=a.profiles, relabel=not a.no_relabel)
+        ds = regrouped(load_dataset(a.data, profile_source=source, relabel=not a.no_relabel), groups, log=log)
         table = evaluate(ds, a.out, modes=modes, log=log)
     cols = ["mode", "split", "method", "slowdown_mape_pct", "delta_mae", "pays_off_agreement_pct", "partner_rank_corr"]
     print(table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
@@ -148,7 +192,8 @@ def add_commands(sub) -> None:
 
     p = command(sub, "predict", "predict the slowdown of jobs sharing one GPU", cmd_predict,
                 "Predict each job's slowdown, δ and normalised throughput when the profiled jobs share one GPU.", verbosity=False)
-    p.add_argument("profiles", nargs="+", help="profile JSON files (colopred profile ...), two or more")
+    p.add_argument("profiles", nargs="+", help="profile JSON files (colopred profile ...), two or more; a file given n "
+                                               "times is n copies of its job, named JOB#1 .. JOB#n")
     p.add_argument("--mode", choices=MODES, required=True, help="sharing mode")
     p.add_argument("--model", help="model manifest (default: the shipped H100 model of --mode for the profiles: "
                                    "the GPM model where any profile is a GPM profile)")
@@ -156,25 +201,32 @@ def add_commands(sub) -> None:
     p.add_argument("--observed", metavar="FILE",
                    help="measured collocations of these or other jobs (colopred/schemas/observations.schema.json): each "
                         "observed job's prediction moves toward what was measured of it")
+    from .serve_commands import add_server_option
+
+    add_server_option(p)
 
     p = command(sub, "train", "train models on a dataset folder (profiles + campaigns)", cmd_train,
                 "Fit one model per mode on a dataset folder and write OUT-MODE.json with its model files.")
     p.add_argument("--data", required=True, help="dataset folder: profiles/ncu/*.json and campaigns/*/windows.jsonl")
     p.add_argument("--out", required=True, help="output stem: writes OUT-MODE.json, OUT-MODE.point.ubj, OUT-MODE.interval.ubj "
                                                 "(OUT-MODE-nvml.* with --profiles nvml)")
-    p.add_argument("--profiles", choices=PROFILE_SOURCES, default="ncu",
-                   help="profiles describing the jobs: profiles/ncu, or profiles/nvml (GPM) for the model of GPM profiles")
+    p.add_argument("--profiles", choices=PROFILE_SOURCES, default=None,
+                   help="profiles describing the jobs: profiles/ncu, or profiles/nvml (GPM) for the model of GPM profiles "
+                        "(default: profiles/ncu, or profiles/nvml where the dataset has only those)")
     p.add_argument("--modes", default=",".join(MODES), help="modes to train, comma separated")
     p.add_argument("--no-metrics", action="store_true", help="skip the cross-validated metrics in the manifest")
+    _groups_option(p)
     _relabel_option(p)
 
     p = command(sub, "evaluate", "cross-validated evaluation against baselines, with a report", cmd_evaluate,
                 "Cross-validate colopred and the baselines on a dataset; with --out, write report.md and plots.")
     p.add_argument("--data", default="datasets/h100", help="dataset folder")
     p.add_argument("--out", help="folder for report.md, metrics.csv and figures")
-    p.add_argument("--profiles", choices=PROFILE_SOURCES, default="ncu",
-                   help="profiles describing the jobs: profiles/ncu, or profiles/nvml (GPM) for the model of GPM profiles")
+    p.add_argument("--profiles", choices=PROFILE_SOURCES, default=None,
+                   help="profiles describing the jobs: profiles/ncu, or profiles/nvml (GPM) for the model of GPM profiles "
+                        "(default: profiles/ncu, or profiles/nvml where the dataset has only those)")
     p.add_argument("--modes", default=",".join(MODES), help="modes to evaluate, comma separated")
+    _groups_option(p)
     _relabel_option(p)
 
     p = command(sub, "simulate", "replay a cluster trace under four placement policies (outcomes from measurements)", cmd_simulate,

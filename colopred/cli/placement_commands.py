@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import warnings
 
 from ..errors import ColopredError
@@ -41,17 +40,14 @@ def _write(a, out, doc: dict, table: str) -> None:
     print(text if a.json else table, end="" if a.json else "\n")
 
 
-def _notes(caught: list) -> list[str]:
-    """The distinct messages of caught warnings, each printed once on stderr (``colopred: warning: ...``) before the
-    result, and returned for the JSON answer's ``warnings``."""
-    notes = list(dict.fromkeys(str(w.message) for w in caught))
-    for note in notes:
-        print(f"colopred: warning: {note}", file=sys.stderr)
-    return notes
-
-
 def cmd_pack(a) -> int:
+    if a.server:
+        from .serve_commands import remote_placement
+
+        return remote_placement(a, "pack")
+    from ..runtime.documents import placement_document
     from ..runtime.request import read_request
+    from .common import print_warnings
 
     out = _output(a)
     with warnings.catch_warnings(record=True) as caught:  # the request's observations, the model's, running jobs
@@ -67,17 +63,23 @@ def cmd_pack(a) -> int:
                            solver=req.solver)
         except ValueError as e:
             raise ColopredError(f"{a.request}: {e}") from None
-    notes = _notes(caught)
+    notes = print_warnings(caught)
     lines = [f"mode {req.mode}: {pl.placed} of {len(req.jobs)} jobs placed on {len(pl.gpus)} GPUs, predicted normalised "
              f"throughput {pl.throughput:.2f} ({pl.solver}{', optimal' if pl.optimal else ''})"]
     lines += [f"  {n:<12} {t:5.2f}  {' + '.join(g) if g else '(empty)'}" for n, g, t in zip(pl.gpu_names, pl.gpus, pl.gpu_throughput)]
     lines += [f"  queued: {j}: {r}" for j, r in pl.queued.items()]
-    _write(a, out, {"mode": req.mode, **pl.to_dict(), "warnings": notes}, "\n".join(lines))
+    _write(a, out, placement_document(req.mode, pl, notes), "\n".join(lines))
     return 0
 
 
 def cmd_rank(a) -> int:
+    if a.server:
+        from .serve_commands import remote_placement
+
+        return remote_placement(a, "rank")
+    from ..runtime.documents import partners_document
     from ..runtime.request import read_request
+    from .common import print_warnings
 
     out = _output(a)
     with warnings.catch_warnings(record=True) as caught:  # the request's observations, the model's
@@ -90,12 +92,12 @@ def cmd_rank(a) -> int:
             res = pred.rank_partners(req.job, req.candidates, k=req.k)
         except ValueError as e:
             raise ColopredError(f"{a.request}: {e}") from None
-    notes = _notes(caught)
+    notes = print_warnings(caught)
     rows = res.to_dict("records")
     lines = [f"mode {req.mode}: partners of {req.job.name}, best first (predicted normalised throughput of the pair)"]
     lines += [f"  {r['partner']:<34} throughput {r['throughput']:.2f}  slowdowns {r['job_slowdown']:.2f} / {r['partner_slowdown']:.2f}"
               f"{'' if r['fits_memory'] else '  (does not fit in memory)'}" for r in rows]
-    _write(a, out, {"mode": req.mode, "job": req.job.name, "partners": rows, "warnings": notes}, "\n".join(lines))
+    _write(a, out, partners_document(req.mode, req.job.name, res, notes), "\n".join(lines))
     return 0
 
 
@@ -109,3 +111,6 @@ def add_commands(sub) -> None:
         p.add_argument("request", help="placement request JSON (jobs, GPUs, limits)")
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         p.add_argument("-o", "--output", help="also write the result as JSON to this file")
+        from .serve_commands import add_server_option
+
+        add_server_option(p)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import warnings
 from pathlib import Path
 
 from ..errors import ColopredError, InputError
@@ -40,25 +41,28 @@ def cmd_ncu(a) -> int:
     from ..measurement.profiling.ncu_csv import read_ncu_csv
     from ..measurement.profiling.ncu_profile import profile_from_ncu
     from ..measurement.profiling.ncu_rep import export_ncu_rep, is_ncu_rep
-    from .common import log_of
+    from .common import log_of, print_warnings
 
     check_name(a.name)
     check_number(a.mem_gib, "--mem-gib", maximum=MAX_GPU_MEMORY_GIB, unit=" GiB")
     if a.iterations < 1:
         raise ColopredError(f"--iterations must be a positive integer, not {a.iterations}")
     check_output(a.output, a.report)
-    if is_ncu_rep(a.report):  # Nsight Compute's binary report: ncu exports it to the CSV read below
-        with tempfile.TemporaryDirectory() as d:
-            csv_path = Path(d) / (Path(a.report).name + ".csv")
-            export_ncu_rep(a.report, csv_path)
-            try:
-                report = read_ncu_csv(csv_path, process_id=a.process, device=a.device)
-            except InputError as e:
-                raise InputError(a.report, f"exported by ncu: {e.problem}") from None
-    else:
-        report = read_ncu_csv(a.report, process_id=a.process, device=a.device)
-    p = profile_from_ncu(report, name=a.name, iteration_ms=a.iter_ms, iterations=a.iterations, peak_memory_gib=a.mem_gib,
-                         meta={"ncu_report": Path(a.report).name})
+    with warnings.catch_warnings(record=True) as caught:  # an optional metric left out: said once, on stderr
+        warnings.simplefilter("always")
+        if is_ncu_rep(a.report):  # Nsight Compute's binary report: ncu exports it to the CSV read below
+            with tempfile.TemporaryDirectory() as d:
+                csv_path = Path(d) / (Path(a.report).name + ".csv")
+                export_ncu_rep(a.report, csv_path)
+                try:
+                    report = read_ncu_csv(csv_path, process_id=a.process, device=a.device)
+                except InputError as e:
+                    raise InputError(a.report, f"exported by ncu: {e.problem}") from None
+        else:
+            report = read_ncu_csv(a.report, process_id=a.process, device=a.device)
+        p = profile_from_ncu(report, name=a.name, iteration_ms=a.iter_ms, iterations=a.iterations, peak_memory_gib=a.mem_gib,
+                             meta={"ncu_report": Path(a.report).name})
+    print_warnings(caught)
     p.to_json(a.output)
     log_of(a)(f"wrote {a.output}: M = {p.dram_util_pct:.2f} %, occupancy = {p.achieved_occupancy_pct:.2f} %, "
               f"busy = {p.busy_fraction:.3f}, {p.kernels_per_iteration:.0f} kernels/iteration")
@@ -227,8 +231,10 @@ def add_commands(sub) -> None:
         if name == "run":
             p.add_argument("--iterations", type=int, default=1, help="iterations profiled by ncu")
             p.add_argument("--replay-mode", choices=("kernel", "application"), default="kernel", help="ncu replay mode")
-            p.add_argument("--metric-set", choices=("full", "minimal"), default="full",
-                           help="ncu metrics: minimal (duration, DRAM, occupancy) or full (also SM, L2, launch statistics)")
+            p.add_argument("--metric-set", choices=("full", "minimal"), default="minimal",
+                           help="ncu metrics: minimal (duration, DRAM, occupancy, and the launch statistics ncu adds to any "
+                                "set: all the models read) or full (also SM throughput and L2 hit rate, which no model reads; "
+                                "3-5x the profiling time, docs/model.md)")
             p.add_argument("--keep-csv", help="also keep the ncu CSV here")
             p.add_argument("--no-timeline", action="store_true",
                            help="skip the traced run that sets the stream overlap from a solo timeline (then it counts as 1)")

@@ -176,7 +176,7 @@ def relabelled_rows(relabel: Path | Sequence[Path], profiles: Mapping[str, JobPr
         name = modes[modes > 1].index[0]
         where = next((d for d in dirs if Path(d).name == name), None)
         raise InputError(where, f"relabel campaign {name} measured two modes (a relabel campaign holds one mode)")
-    keys = ["campaign", "segment", "set", "job", "mode"]
+    keys = ["campaign", "segment", "set", "job", "instance", "mode"]  # copies of one job: a row each
     g = sl.groupby(keys).agg(n_jobs=("n_jobs", "first"), slowdown=("slowdown", "mean"), solo_ms=("solo_ms", "mean"),
                              windows=("slowdown", "size"), gpu=("gpu", "first"), gpu_uuid=("gpu_uuid", "first"),
                              seq=("seq", "min"), repeat=("repeat", "min"), started_at=("started_at", "min"),

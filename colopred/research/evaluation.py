@@ -125,6 +125,9 @@ def splits(df: pd.DataFrame, kind: str, seed: int = 0):
 
 
 SPLITS = ("random", "leave-arch", "pairs->triples", "pairs+triples->quads")
+SPLIT_NEEDS = {"random": "sets to train on beside each test fold", "leave-arch": "two architectures or more",
+               "pairs->triples": "both pairs and triples", "pairs+triples->quads": "four-job sets and smaller sets"}
+"""What a split needs to test any row (``evaluate_mode`` skips one without, saying so; the report lists it)."""
 
 
 def new_model(mode: str | None, source: str = "ncu", timeline: bool = True, **kw) -> SlowdownModel:
@@ -262,9 +265,10 @@ def evaluate_mode(df: pd.DataFrame, params: dict | None = None, log: Callable[[s
                 pred_all.setdefault(name, np.full(len(df), np.nan))[te] = p
             for name, f in FIXED_BASELINES.items():
                 pred_all.setdefault(name, np.full(len(df), np.nan))[te] = f(df.iloc[te])
-        log(f"  {mode} {kind}: {folds} fold(s), {time.monotonic() - t0:.0f} s")
-        if not tested.any():
+        if not tested.any():  # e.g. pairs->triples of a dataset of pairs: no row to test
+            log(f"  {mode} {kind}: skipped, no rows to test (it needs {SPLIT_NEEDS[kind]})")
             continue
+        log(f"  {mode} {kind}: {folds} fold(s), {time.monotonic() - t0:.0f} s")
         sub = df[tested]
         for name, p in pred_all.items():
             met = metrics(sub, p[tested], iv_all[tested] if name.startswith("colopred") else None)
@@ -281,11 +285,13 @@ def solo_time_sensitivity(ds: Dataset, modes=("timeslice", "mps"), table: pd.Dat
     costs. ``table``: :func:`.report.evaluate`'s metrics of ``ds`` (with a ``mode`` column), whose colopred
     figures are the re-timed ones (the same point models), so they are not fitted again."""
     def mape(d: Dataset, mode: str, kind: str) -> float:
+        """The MAPE of ``kind`` (NaN where the split tests no row: a dataset of pairs has no pairs->triples)."""
         if d is ds and table is not None:
             t = table[(table["mode"] == mode) & (table["split"] == kind) & table["method"].str.startswith("colopred")]
-            return float(t["slowdown_mape_pct"].iloc[0])
+            return float(t["slowdown_mape_pct"].iloc[0]) if len(t) else float("nan")
         df = d.for_mode(mode)
-        return mape_pct(df["slowdown"].to_numpy(), out_of_sample(df, kind, source=d.profile_source, timeline=d.timeline))
+        pred = out_of_sample(df, kind, source=d.profile_source, timeline=d.timeline)
+        return mape_pct(df["slowdown"].to_numpy(), pred) if np.isfinite(pred).any() else float("nan")
 
     rows = []
     for label, d in (("re-timed to the window's solo baseline", ds), ("profile's own iteration time", ds.with_profile_times())):
@@ -294,4 +300,6 @@ def solo_time_sensitivity(ds: Dataset, modes=("timeslice", "mps"), table: pd.Dat
                 continue
             rows.append({"mode": mode, "solo time of each job": label,
                          **{f"{kind} MAPE %": mape(d, mode, kind) for kind in ("leave-arch", "pairs->triples")}})
-    return pd.DataFrame(rows).sort_values("mode", kind="stable").reset_index(drop=True)
+    out = pd.DataFrame(rows)
+    return out.sort_values("mode", kind="stable").reset_index(drop=True) if len(out) else out
+

@@ -17,7 +17,9 @@ mapped onto a GPM-like :class:`JobProfile` (source ``nvml``) by :func:`coarse_pr
 
   gpu_util_pct       % of time a kernel ran (nvidia-smi utilization.gpu, DCGM GR_ENGINE_ACTIVE x 100)
   mem_util_pct       % of time / cycles device memory was busy (nvidia-smi utilization.memory, DCGM DRAM_ACTIVE x 100)
-  sm_occupancy_pct   resident warps / maximum, % (DCGM SM_OCCUPANCY x 100; GPM SM_OCCUPANCY)
+  sm_occupancy_pct   optional: resident warps / maximum, % (DCGM SM_OCCUPANCY x 100; GPM SM_OCCUPANCY). nvidia-smi
+                     gives none: without it a profile has no achieved occupancy (the models read it as missing), and
+                     import warns and notes it in the profile's ``meta.lacks``
   sm_active_pct      optional: % of time an SM had a warp resident (DCGM SM_ACTIVE x 100)
   tensor_util_pct    optional: tensor pipe activity, % (DCGM PIPE_TENSOR_ACTIVE x 100)
   memory_used_gib    optional: GPU memory the job held alone, GiB (nvidia-smi memory.used / 1024)
@@ -28,12 +30,15 @@ from a folder of JobProfile JSON (``--profiles``), which win over the columns.
 
 Import writes ``DATASET/campaigns/NAME/windows.jsonl`` (window records, ``colopred.window/1``), an
 ``import.json`` with the provenance (source file and its SHA-256, date, tool, the columns mapped), and
-``DATASET/profiles/ncu/JOB.json`` (the folder ``colopred train`` reads; each profile's ``source`` says what it
-is). Each set becomes its own segment (``run_id``) of one solo window per job (``solo_ms``) followed by the
-collocated window, so the slowdown ``colopred train`` and ``evaluate`` read is exactly colo_ms / solo_ms of the
-row, and sets keep the table's order. Export writes :func:`export_table` of records: the same columns, one row
-per job of each collocated window with its solo baseline (``reader.slowdown_table``), so exporting records and
-importing the table back gives the same training rows, in the same order.
+``DATASET/profiles/SOURCE/JOB.json`` (the folders ``colopred train --profiles SOURCE`` reads; each profile's
+``source`` says what it is). Each set becomes its own segment (``run_id``) of one solo window per job (``solo_ms``)
+followed by the collocated window, so the slowdown ``colopred train`` and ``evaluate`` read is exactly colo_ms /
+solo_ms of the row, and sets keep the table's order. A set may hold copies of one job (several rows of one job:
+a hyperparameter sweep's runs side by side): the collocated window names them by instance, ``JOB#1``, ``JOB#2``, ...
+in the order of their rows (:func:`colopred.profile.instance_names`), and they share the job's one solo window, of
+the mean of their rows' solo_ms. Export writes :func:`export_table` of records: the same columns, one row per job
+of each collocated window with its solo baseline (``reader.slowdown_table``; a copy under its job's name), so
+exporting records and importing the table back gives the same training rows, in the same order.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ import math
 import os
 import re
 import shutil
+import warnings
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -62,16 +68,18 @@ from ..gpu import GpuInfo
 from ..io import read_input_bytes, sha256_of, write_text_atomic
 from ..measurement.harness.reader import read_windows, slowdown_table
 from ..measurement.harness.records import RECORD_SCHEMA
-from ..profile import JobProfile
+from ..profile import JobProfile, instance_names, job_of
 
 TABLE_COLUMNS = ["set_id", "job", "mode", "solo_ms", "colo_ms", "gpu", "started_at", "iterations"]
 """Columns :func:`export_table` writes, in order (the import format's own names)."""
 REQUIRED = ("set_id", "job", "mode", "solo_ms")
 PROFILE_COLUMNS = ("gpu_util_pct", "mem_util_pct", "sm_occupancy_pct", "sm_active_pct", "tensor_util_pct", "memory_used_gib")
-REQUIRED_PROFILE = ("gpu_util_pct", "mem_util_pct", "sm_occupancy_pct")
-"""A job described by table columns needs these three: they give JobProfile's required busy_fraction,
-dram_util_pct and achieved_occupancy_pct. nvidia-smi alone has no occupancy (DCGM's SM_OCCUPANCY, or a GPM
-sample, gives it)."""
+REQUIRED_PROFILE = ("gpu_util_pct", "mem_util_pct")
+"""A job described by table columns needs these two: they give JobProfile's required busy_fraction and
+dram_util_pct. ``sm_occupancy_pct`` gives its achieved occupancy where the table has it: nvidia-smi alone has none
+(DCGM's SM_OCCUPANCY, or a GPM sample, gives it), and a profile without it says so (``meta.lacks``)."""
+NO_OCCUPANCY = ("no sm_occupancy_pct in the table (nvidia-smi gives none; DCGM's SM_OCCUPANCY or a GPM sample does): "
+                "achieved occupancy unknown, read by the models as missing")
 
 # Other tools' headers -> (our column, factor to our unit). nvidia-smi --format=csv headers carry the unit;
 # DCGM's profiling fields are ratios in 0..1, its framebuffer field MiB.
@@ -104,7 +112,8 @@ def export_table(paths) -> pd.DataFrame:
     if windows.empty:
         raise InputError(Path(paths[0] if isinstance(paths, (list, tuple)) else paths), "holds no window records")
     slow = slowdown_table(windows)
-    out = pd.DataFrame({"set_id": slow["window_id"], "job": slow["job"], "mode": slow["mode"], "solo_ms": slow["solo_ms"],
+    jobs = slow["job"].map(job_of)  # a copy of a job (JOB#2) under its job's name: import names the copies again
+    out = pd.DataFrame({"set_id": slow["window_id"], "job": jobs, "mode": slow["mode"], "solo_ms": slow["solo_ms"],
                         "colo_ms": slow["colo_ms"], "gpu": slow["gpu"], "started_at": slow["started_at"],
                         "iterations": slow["iterations"].astype("Int64")})
     return out[TABLE_COLUMNS]
@@ -281,7 +290,8 @@ def coarse_profile(name: str, gpu: GpuInfo, iteration_ms: float, values: dict[st
 
       busy_fraction          = gpu_util_pct / 100
       dram_util_pct          = min(100, mem_util_pct / busy_fraction)
-      achieved_occupancy_pct = min(100, sm_occupancy_pct / (sm_active_pct / 100))   (sm_active_pct absent: busy_fraction)
+      achieved_occupancy_pct = min(100, sm_occupancy_pct / (sm_active_pct / 100))   (sm_active_pct absent: busy_fraction;
+                                                                                      sm_occupancy_pct absent: None)
       tensor_util_pct        = min(100, tensor_util_pct / busy_fraction)
       kernel_ms_per_iteration = busy_fraction x iteration_ms;  peak_memory_gib = memory_used_gib
     """
@@ -296,7 +306,7 @@ def coarse_profile(name: str, gpu: GpuInfo, iteration_ms: float, values: dict[st
     return JobProfile(
         name=name, gpu=gpu, source="nvml", iteration_ms=iteration_ms, iterations_profiled=1, busy_fraction=busy,
         dram_util_pct=per_busy(values["mem_util_pct"], busy),
-        achieved_occupancy_pct=per_busy(values["sm_occupancy_pct"], active / 100.0 if active is not None else busy),
+        achieved_occupancy_pct=per_busy(values.get("sm_occupancy_pct"), active / 100.0 if active is not None else busy),
         tensor_util_pct=per_busy(values.get("tensor_util_pct"), busy), kernel_ms_per_iteration=busy * iteration_ms,
         peak_memory_gib=values.get("memory_used_gib"), meta=meta)
 
@@ -369,9 +379,8 @@ def import_table(path: str | os.PathLike, dataset: str | os.PathLike, *, name: s
     for sid, members in sets.items():
         if len(members) < 2:
             raise InputError(path, f"set {sid[:40]!r} (row {members[0]['row']}) has one job: a collocation needs two or more")
-        jobs = [m["job"] for m in members]
-        if len(set(jobs)) != len(jobs):
-            raise InputError(path, f"set {sid[:40]!r} lists job {next(j for j in jobs if jobs.count(j) > 1)} twice")
+        for m, instance in zip(members, instance_names([m["job"] for m in members])):  # copies of one job: JOB#1, JOB#2, ...
+            m["instance"] = instance
         if len({m["mode"] for m in members}) > 1:
             raise InputError(path, f"set {sid[:40]!r} mixes modes")
     gpus = sorted({r["gpu"] for r in rows if r["gpu"]})
@@ -393,6 +402,7 @@ def import_table(path: str | os.PathLike, dataset: str | os.PathLike, *, name: s
     profiles: dict[str, JobProfile] = {}
     gpu_info = None
     parsed: dict[str, list[float | None]] = {}  # each profile column parsed once, when the first job built from it needs it
+    without_occupancy: list[str] = []
     for j in jobs:
         if j in given:
             profiles[j] = given[j]
@@ -414,6 +424,7 @@ def import_table(path: str | os.PathLike, dataset: str | os.PathLike, *, name: s
         if lacking:
             raise InputError(path, f"job {j} lacks {', '.join(lacking)}: a profile from table columns needs {', '.join(REQUIRED_PROFILE)} "
                                    "(or give --profiles DIR)")
+        lacks = {} if values.get("sm_occupancy_pct") is not None else {"achieved_occupancy_pct": NO_OCCUPANCY}
         if gpu_info is None:
             if not gpu_label:
                 raise InputError(path, "no gpu column: give --gpu NAME for the profiles built from its columns")
@@ -423,7 +434,9 @@ def import_table(path: str | os.PathLike, dataset: str | os.PathLike, *, name: s
                 raise InputError(path, f"{e} (--gpu-sm-count, --gpu-memory-gib)") from None
         solo_mean = float(np.mean([rows[i]["solo_ms"] for i in idx]))
         meta = {**source, "columns": {c: used[c] for c in have_cols}, "iteration_ms_from": f"mean solo_ms of the job's {len(idx)} rows",
-                "iterations_profiled": "not known (imported)"}
+                "iterations_profiled": "not known (imported)", **({"lacks": lacks} if lacks else {})}
+        if lacks:
+            without_occupancy.append(j)
         try:
             profiles[j] = coarse_profile(j, gpu_info, solo_mean, values, meta)
         except ValueError as e:
@@ -440,7 +453,8 @@ def import_table(path: str | os.PathLike, dataset: str | os.PathLike, *, name: s
             if existing[j].with_(meta={}) != profiles[j].with_(meta={}):  # the same measurement, whenever imported
                 raise InputError(f, f"holds another profile of {j}: import into another dataset, or give this one with --profiles")
 
-    # ---- records: per set, its own segment (run_id) of one solo window per job, then the collocated window
+    # ---- records: per set, its own segment (run_id) of one solo window per job (copies of a job share it), then the
+    # collocated window, whose results are keyed by instance name (JOB#k for a copy)
     records = []
     n = 0
     for k, (sid, members) in enumerate(sets.items()):
@@ -449,17 +463,21 @@ def import_table(path: str | os.PathLike, dataset: str | os.PathLike, *, name: s
                 "harness_version": None, "mode": mode, "date": imported_at, **{k2: v for k2, v in source.items() if k2 != "imported_at"}}
         base = {"schema": RECORD_SCHEMA, "mode": mode, "repeat": 0, "status": "ok", "reason": None, "gpm": None,
                 "started_at": members[0]["started_at"], "provenance": prov, "run_id": f"import-{k:06d}", "park_idle": False}
-        for m in members:
-            res = {"status": "ok", "mean_ms": m["solo_ms"]}
-            records.append({**base, "window_id": f"{mode}:{n:06d}:solo:{m['job']}:r0", "kind": "solo", "jobs": [m["job"]],
-                            "results": {m["job"]: res}, "imported": {"set_id": sid, "rows": [m["row"]]}})
+        for j in dict.fromkeys(m["job"] for m in members):
+            copies = [m for m in members if m["job"] == j]
+            res = {"status": "ok", "mean_ms": float(np.mean([m["solo_ms"] for m in copies])) if len(copies) > 1 else copies[0]["solo_ms"]}
+            records.append({**base, "window_id": f"{mode}:{n:06d}:solo:{j}:r0", "kind": "solo", "jobs": [j],
+                            "results": {j: res}, "imported": {"set_id": sid, "rows": [m["row"] for m in copies]}})
             n += 1
-        results = {m["job"]: {"status": "ok", "mean_ms": m["colo_ms"], **({"iterations": m["iterations"]} if m["iterations"] is not None else {})}
+        results = {m["instance"]: {"status": "ok", "mean_ms": m["colo_ms"], **({"iterations": m["iterations"]} if m["iterations"] is not None else {})}
                    for m in members}
-        records.append({**base, "window_id": f"{mode}:{n:06d}:colo:{'+'.join(m['job'] for m in members)}:r0", "kind": "colo",
-                        "jobs": [m["job"] for m in members], "results": results,
+        records.append({**base, "window_id": f"{mode}:{n:06d}:colo:{'+'.join(m['instance'] for m in members)}:r0", "kind": "colo",
+                        "jobs": [m["instance"] for m in members], "results": results,
                         "imported": {"set_id": sid, "rows": [m["row"] for m in members]}})
         n += 1
+    if without_occupancy:
+        warnings.warn(f"{path}: {len(without_occupancy)} of {len(jobs)} profiles built from its columns have no achieved occupancy "
+                      f"({NO_OCCUPANCY.split(': ', 1)[0]}): the models read it as missing (meta.lacks of each)", UserWarning, stacklevel=2)
 
     # ---- write: profiles (atomically, new ones only), then the campaign in a hidden folder renamed into place
     (dataset / "campaigns").mkdir(parents=True, exist_ok=True)
@@ -480,7 +498,8 @@ def import_table(path: str | os.PathLike, dataset: str | os.PathLike, *, name: s
                     "units": {c: UNIT_CHANGES.get(f, f"x{f:g}") for c, f in factor.items() if f != 1.0}, "rows": len(rows),
                     "sets": len(sets),
                     "jobs": jobs, "gpu": gpu_label,
-                    "profiles": {j: ("--profiles " + str(Path(profiles_dir))) if j in given else "table columns" for j in jobs}}
+                    "profiles": {j: ("--profiles " + str(Path(profiles_dir))) if j in given else "table columns" for j in jobs},
+                    **({"profiles_lack": {"achieved_occupancy_pct": without_occupancy}} if without_occupancy else {})}
         write_text_atomic(tmp / IMPORT_FILE, json.dumps(manifest, indent=1) + "\n")
         os.replace(tmp, camp_dir)
     except BaseException:

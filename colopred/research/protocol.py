@@ -1,4 +1,4 @@
-"""Issue 23's honest protocol: figures on a locked split beside the development figures, and each split's noise floor.
+"""The honest protocol: figures on a locked split beside the development figures, and each split's noise floor.
 
 ``datasets/h100/locked_split.json`` (``research/lock_split.py``) names architectures drawn by a seeded rule before the
 interval calibration was chosen. Development rows are those of sets without a locked architecture; locked rows are the

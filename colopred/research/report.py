@@ -192,6 +192,13 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
                       "the profiles' own times." if ds.retimed else "the profiles as they are (their own iteration times)."),
         "",
     ]
+    from .evaluation import SPLIT_NEEDS, SPLITS
+
+    skipped = [(mode, split) for mode in table["mode"].unique() for split in SPLITS
+               if not ((table["mode"] == mode) & (table["split"] == split)).any()]
+    if skipped:
+        lines += ["Splits not evaluated, having no rows to test: " + "; ".join(
+            f"{mode} {split} (it needs {SPLIT_NEEDS[split]})" for mode, split in skipped) + ".", ""]
     for mode in table["mode"].unique():
         for split in table["split"].unique():
             t = table[(table["mode"] == mode) & (table["split"] == split)]

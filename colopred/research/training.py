@@ -12,6 +12,7 @@ from ..profile import JobProfile
 from ..runtime.features import BASE, FEATURES, profile_matrix
 from ..runtime.manifest import model_stem
 from ..runtime.predictor import Predictor
+from .arch_groups import regrouped
 from .dataset import Dataset, load_dataset
 from .evaluation import evaluate_mode, job_fit_args, new_model
 
@@ -40,14 +41,17 @@ def manifest_dataset(data_dir: str | Path, manifest: Mapping) -> Dataset:
 
 
 def train(data_dir: str | Path, out: str | Path, modes: Sequence[str] = MODES, with_metrics: bool = True,
-          log: Callable[[str], None] = lambda s: None, profile_source: str = "ncu", relabel: bool = True) -> list[Path]:
+          log: Callable[[str], None] = lambda s: None, profile_source: str = "ncu", relabel: bool = True,
+          groups: Mapping[str, str] | None = None) -> list[Path]:
     """Fit one model per mode on all of ``data_dir``; write ``OUT-MODE.json`` manifests and their model files
     (``OUT-MODE-nvml.json`` for ``profile_source`` ``nvml``: the jobs described by their GPM profiles,
     ``profiles/nvml``). The sets re-measured under ``data_dir/relabel/`` are trained on their relabelled
     rows (``relabel``; ``dataset.load_dataset``); the manifest records whether (``relabelled``). With ``with_metrics``
-    the manifest also records the model's cross-validated figures (``evaluation.evaluate_mode``)."""
+    the manifest also records the model's cross-validated figures (``evaluation.evaluate_mode``). Each job's
+    architecture (the folds of its offsets and intervals, and of leave-architecture-out) is ``groups``', its profile's
+    ``meta.arch``, or the part of its name before ``-b`` (``arch_groups``)."""
     log(f"reading {data_dir} ({profile_source} profiles)")
-    ds = load_dataset(data_dir, profile_source=profile_source, relabel=relabel)
+    ds = regrouped(load_dataset(data_dir, profile_source=profile_source, relabel=relabel), groups, log=log)
     if ds.relabelled:
         log(f"relabelled rows: {int(ds.rows['relabelled'].sum())} (the sets re-measured under relabel/)")
     out = Path(out)

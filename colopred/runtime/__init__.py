@@ -12,4 +12,6 @@ imports XGBoost only when a model is loaded or trained. Modules:
   observed    measured collocations fed back: a job's later predictions shifted toward them
   checks      the API's argument checks, and the warnings where a prediction leaves the model's experience
   placement   Predictor.pack's search
+  request     placement requests read (a file, or a document with names resolved by the caller)
+  documents   the JSON answers the CLI prints and the service returns
 """

@@ -76,8 +76,9 @@ def check_profile(obj: Any, what: str) -> JobProfile:
 def check_profiles(obj: Any, what: str = "profiles", min_jobs: int = 1, max_jobs: int | None = MAX_SET_SIZE,
                    unique: bool = True) -> list[JobProfile]:
     """``obj`` as a list of JobProfile: a sequence (not a string or a single profile) of at least ``min_jobs``
-    profiles, each a JobProfile (a TypeError names the position), their names distinct where ``unique``
-    (two jobs of one name would be confused by name-keyed results)."""
+    profiles, each a JobProfile (a TypeError names the position). Where ``unique``, one name is one job: a name given
+    several times is that many copies of one job (the same profile; results name them ``JOB#1``, ``JOB#2``, ...:
+    ``colopred.profile.instance_names``), two different profiles of one name are refused."""
     if isinstance(obj, JobProfile):
         raise TypeError(f"{what} must be a sequence of JobProfile, not one JobProfile (wrap it in a list)")
     if isinstance(obj, (str, bytes, dict)) or not isinstance(obj, Sequence):
@@ -90,22 +91,21 @@ def check_profiles(obj: Any, what: str = "profiles", min_jobs: int = 1, max_jobs
                          + (" (a collocation needs at least two jobs)" if min_jobs == 2 else ""))
     if max_jobs is not None and len(profiles) > max_jobs:
         raise ValueError(f"{what} holds {len(profiles)} jobs: at most {max_jobs} can share one GPU here")
-    if unique and len({p.name for p in profiles}) < len(profiles):  # the loop names the first repeat
+    if unique and len({p.name for p in profiles}) < len(profiles):  # copies of a job, or two jobs of one name
         seen: dict[str, int] = {}
         for i, p in enumerate(profiles):
-            if p.name in seen and profiles[seen[p.name]] is not p:
-                raise ValueError(f"{what}[{seen[p.name]}] and {what}[{i}] are two different jobs named {p.name!r}: give each job "
-                                 "a distinct name (JobProfile.with_(name=...))")
-            if p.name in seen:
-                raise ValueError(f"{what}[{i}]: job {p.name!r} appears twice in one set")
-            seen[p.name] = i
+            j = seen.setdefault(p.name, i)
+            if j != i and profiles[j] is not p and profiles[j] != p:
+                raise ValueError(f"{what}[{j}] and {what}[{i}] are two different jobs named {p.name!r}: give each job "
+                                 "a distinct name (JobProfile.with_(name=...)); the same profile twice is two copies of one job")
     return profiles
 
 
 def check_sets(sets: Any, what: str = "sets") -> tuple[list[JobProfile], np.ndarray]:
     """``sets`` as (distinct profiles, n_sets x k index array; :func:`colopred.runtime.features.index_sets`) after
     checking it is a sequence of at least one set, each a list or tuple of 1 to ``MAX_SET_SIZE`` JobProfile (a set of
-    one job is allowed: it runs alone, slowdown 1) with no job twice, and that across sets one name is one job.
+    one job is allowed: it runs alone, slowdown 1; a job given several times in a set is that many copies of it), and
+    that across sets one name is one job.
     Vectorised (a million sets in well under a second); the first bad set is then checked by
     :func:`check_profiles`, whose error names it."""
     if isinstance(sets, (str, bytes, dict)) or not isinstance(sets, Sequence):
@@ -135,11 +135,6 @@ def check_sets(sets: Any, what: str = "sets") -> tuple[list[JobProfile], np.ndar
             i = int(np.flatnonzero((idx == code).any(axis=1))[0])
             raise ValueError(f"{what}[{i}] holds a job named {p.name!r} that differs from another set's job of that name: "
                              "give each job a distinct name")
-    # no job twice in one set: one name is one job, so a repeated profile object is a repeated job
-    ordered = np.sort(idx, axis=1)
-    twice = ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any(axis=1)
-    if twice.any():
-        first_bad(twice)
     return profiles, idx
 
 
@@ -174,8 +169,8 @@ def check_profile_sources(predictor: CheckedPredictor, profiles: Sequence[JobPro
 
 
 def check_predict(predictor: CheckedPredictor, profiles: Any) -> list[JobProfile]:
-    """``Predictor.predict``'s arguments: two or more distinct jobs, profiles the model reads. Warns where the set
-    leaves the model's experience (the GPU check is the predictor's own)."""
+    """``Predictor.predict``'s arguments: two or more jobs (copies of one job among them), profiles the model reads.
+    Warns where the set leaves the model's experience (the GPU check is the predictor's own)."""
     out = check_profiles(profiles, "profiles", min_jobs=2)
     check_profile_sources(predictor, out)
     warn_outside_experience(predictor, out, len(out))
@@ -192,21 +187,23 @@ def check_predict_many(predictor: CheckedPredictor, sets: Any) -> tuple[list[Job
 
 
 def check_rank_partners(predictor: CheckedPredictor, job: Any, candidates: Any, k: Any) -> None:
-    """``Predictor.rank_partners``'s arguments: a profile, at least one candidate (none named as the job),
-    ``k`` None or a positive integer. Warns where a pair leaves the model's experience (the GPU, the features)."""
+    """``Predictor.rank_partners``'s arguments: a profile, at least one candidate (a copy of the job among them: the
+    job's own profile), ``k`` None or a positive integer. Warns where a pair leaves the model's experience (the GPU, the
+    features)."""
     check_profile(job, "job")
     cands = check_profiles(candidates, "candidates", min_jobs=1, max_jobs=None)
     check_profile_sources(predictor, [job, *cands])
-    names = [c.name for c in cands]
-    if job.name in names:
-        raise ValueError(f"candidates[{names.index(job.name)}] is the job itself ({job.name!r}): a job cannot partner itself")
+    other = next((i for i, c in enumerate(cands) if c.name == job.name and c is not job and c != job), None)
+    if other is not None:
+        raise ValueError(f"candidates[{other}] is another job named as the job ({job.name!r}): give it a distinct name; the "
+                         "job's own profile is a copy of the job")
     if k is not None:
         check_positive_int("k", k)
     warn_outside_experience(predictor, [job, *cands], 2, gpu=True)
 
 
 def check_pack(predictor: CheckedPredictor, jobs: Any, n_gpus: Any, max_per_gpu: Any, max_slowdown: Any) -> None:
-    """``Predictor.pack``'s arguments: at least one job of distinct names, ``n_gpus`` and ``max_per_gpu`` positive
+    """``Predictor.pack``'s arguments: at least one job (copies of one job among them), ``n_gpus`` and ``max_per_gpu`` positive
     integers, ``max_slowdown`` None or a number of at least 1. Warns where the sets it may form leave the model's
     experience (up to ``max_per_gpu`` jobs, the GPU, the features)."""
     profiles = check_profiles(jobs, "jobs", min_jobs=1, max_jobs=None)

@@ -52,6 +52,7 @@ from .baseline import (
     fit_coefs,
     load_kind,
 )
+from ..profile import job_of
 from .features import FEATURES, MONOTONE_INCREASING, model_features
 from .observed import corrected, interval_width_factor
 
@@ -63,11 +64,20 @@ BATCH_THREADS_FROM_ROWS = 10_000
 """From this many rows on, prediction uses every core (below it, starting threads costs more than it saves)."""
 
 
+def batch_threads() -> int:
+    """The threads a large batch uses: every core, or ``OMP_NUM_THREADS`` where it is set (``colopred serve`` sets 1
+    per worker process: on a loaded machine, OpenMP threads that outnumber the free cores make a two-job prediction
+    take tens of milliseconds instead of half of one)."""
+    cores = os.cpu_count() or 1
+    limit = os.environ.get("OMP_NUM_THREADS", "")
+    return max(1, min(cores, int(limit))) if limit.isdigit() else cores
+
+
 def _booster(reg, n_rows: int):
     """The regressor's booster, with every core for large batches."""
     b = reg.get_booster()
     if n_rows >= BATCH_THREADS_FROM_ROWS:
-        b.set_param({"nthread": os.cpu_count() or 1})
+        b.set_param({"nthread": batch_threads()})
     return b
 
 
@@ -420,12 +430,13 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         terms = baseline_terms(X, self.load_, self.wait_gate_)
         Xm = X[:, self._cols]
         self.max_set_size_: int | None = int(X[:, _N_JOBS].max())
-        self.trained_jobs_ = frozenset(map(str, jobs)) if jobs is not None else frozenset()
+        # a copy of a job in a set (JOB#2) is the job: one offset, one trained job
+        names = np.fromiter((job_of(str(j)) for j in jobs), dtype=object, count=len(jobs)) if jobs is not None else None
+        self.trained_jobs_ = frozenset(names) if names is not None else frozenset()
         c = self._offsets(X[:, _T_BUSY])
         measured = s
         self.job_log_offsets_: dict[str, float] = {}
         self.job_width_factors_: dict[str, float] = {}
-        names = np.asarray(jobs, dtype=object) if jobs is not None else None
         if names is not None and self.job_offset_weight_ > 0:
             if len(names) != len(s):
                 raise ValueError(f"{len(X)} feature rows but {len(names)} job names")
@@ -516,15 +527,15 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
 
     def job_factors(self, jobs: Sequence[str] | np.ndarray) -> np.ndarray:
         """exp(λ·b_j) of each named job: the factor its predictions take for its own offset measured in training
-        (``job_log_offsets_``); 1 for a job the model was not trained on."""
+        (``job_log_offsets_``); 1 for a job the model was not trained on. A copy (``JOB#2``) takes its job's."""
         offsets = getattr(self, "job_log_offsets_", None) or {}
-        return np.exp(np.fromiter((offsets.get(j, 0.0) for j in jobs), float, len(jobs)))
+        return np.exp(np.fromiter((offsets.get(job_of(j), 0.0) for j in jobs), float, len(jobs)))
 
     def job_width_factors(self, jobs: Sequence[str] | np.ndarray) -> np.ndarray:
         """ρ_j of each named job: the factor of its interval's log half-widths once its own offset is given back
         (``job_width_factors_``; ``constants.JOB_OFFSET_WIDTH_SHARE``); 1 for a job the model was not trained on."""
         rho = getattr(self, "job_width_factors_", None) or {}
-        return np.fromiter((rho.get(j, 1.0) for j in jobs), float, len(jobs))
+        return np.fromiter((rho.get(job_of(j), 1.0) for j in jobs), float, len(jobs))
 
     def unseen_width_factors(self, X, jobs: Sequence[str] | None = None) -> np.ndarray:
         """κ of each FEATURES row (:data:`INTERVAL_CLASS_NAMES` order in ``unseen_widths_``): its class's factor
@@ -540,7 +551,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         larger = X[:, _N_JOBS] > m
         if jobs is not None:
             trained: frozenset[str] = getattr(self, "trained_jobs_", frozenset())
-            larger &= ~np.fromiter((str(j) in trained for j in jobs), bool, len(X))
+            larger &= ~np.fromiter((job_of(str(j)) in trained for j in jobs), bool, len(X))
         return np.where(larger, kappa[interval_class(X, "host_bound")], 1.0)
 
     def predict(self, X, jobs: Sequence[str] | None = None) -> np.ndarray:

@@ -80,13 +80,14 @@ def base_vector(p: JobProfile) -> np.ndarray:
     kernels = p.kernels_per_iteration if p.kernels_per_iteration is not None else 0.0
     kernel_ms = p.kernel_ms_per_iteration if p.kernel_ms_per_iteration is not None else busy * p.iteration_ms
     mean_kernel_us = 1e3 * kernel_ms / kernels if kernels else 0.0
+    occupancy = p.achieved_occupancy_pct if p.achieved_occupancy_pct is not None else np.nan  # none from nvidia-smi columns
     return np.array(
         [
             busy,
             p.dram_util_pct,
             p.dram_util_pct * busy,
-            p.achieved_occupancy_pct,
-            p.achieved_occupancy_pct * busy,
+            occupancy,
+            occupancy * busy,
             math.log(p.iteration_ms),
             math.log1p(kernels / (p.stream_overlap or 1.0)),
             mean_kernel_us,

@@ -1,8 +1,8 @@
 """Measured collocations fed back: each job's later predictions shifted toward what was measured of it.
 
 A scheduler that has run a job beside others knows its slowdowns there. Most of the model's error on a job it has
-never seen is the job's own offset, shared by all its collocations (``reports/h100/leave_arch_roles``: with each
-unseen job's mean signed error removed, time-slicing leave-architecture-out MAPE falls from 4.8 to 2.7%). With k
+never seen is the job's own offset, shared by all its collocations (``reports/h100/leave_arch_roles``, the MAPE
+once each unseen job's mean signed error is removed). With k
 observations of job j and r_j the mean of log(s / ŝ) over them (s measured, ŝ the model's prediction of that same
 set), every later prediction of j, and its interval, is multiplied by
 
@@ -10,7 +10,8 @@ set), every later prediction of j, and its interval, is multiplied by
 
 a shrinkage estimate of the job's log-offset: n₀ is the prior's weight counted in observations (n₀ = 0 trusts one
 observation fully; ∞ ignores them). n₀ per mode is ``constants.OBSERVED_PRIOR_WEIGHT``, chosen on the development
-architectures (``research/dev_observed_shrinkage.py``). A job is known by its profile's name.
+architectures (``research/dev_observed_shrinkage.py``). A job is known by its profile's name; copies of one job in a
+set (``JOB#1``, ``JOB#2``: ``colopred.profile.job_of``) are observations of that job.
 
 The interval narrows with what the observations remove. With the log error e = b + ε of a job's rows (b its
 offset, ε the row's own scatter) and q = var b / var e, the corrected error (1 − w)·b + ε − w·ε̄ₖ has standard
@@ -37,7 +38,7 @@ from ..constants import (MAX_SET_SIZE, OBSERVED_OFFSET_SHARE, OBSERVED_PRIOR_WEI
                          OBSERVED_SLOWDOWN_UNSEEN, SLOWDOWN_FLOOR)
 from ..errors import SchemaError
 from ..io import read_json
-from ..profile import JobProfile
+from ..profile import JobProfile, job_of
 from ..schema import problems
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,7 +54,8 @@ class SetPredictor(Protocol):
 
 @dataclass(frozen=True)
 class Observation:
-    """One measured collocation: the jobs that ran together and each one's measured slowdown t′/t (same order)."""
+    """One measured collocation: the jobs that ran together and each one's measured slowdown t′/t (same order). A job
+    given several times (the same profile) is that many copies of it, each slowdown an observation of the job."""
 
     profiles: tuple[JobProfile, ...]
     slowdowns: tuple[float, ...]
@@ -68,9 +70,10 @@ class Observation:
         if len(self.slowdowns) != len(self.profiles):
             raise ValueError(f"an observation of {len(self.profiles)} jobs has {len(self.slowdowns)} slowdowns")
         names = [p.name for p in self.profiles]
-        twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+        twice = next((n for i, n in enumerate(names) if n in names[:i] and self.profiles[names.index(n)] != self.profiles[i]), None)
         if twice is not None:
-            raise ValueError(f"job {twice!r} appears twice in one observation (give each job that ran once)")
+            raise ValueError(f"two different jobs named {twice!r} in one observation (give each job a distinct name; the "
+                             "same profile twice is two copies of one job)")
         bad = [s for s in self.slowdowns if not (math.isfinite(s) and s > 0)]
         if bad:
             raise ValueError(f"a measured slowdown must be a positive number, not {bad[0]!r}")
@@ -132,7 +135,7 @@ def job_offsets(predictor: SetPredictor, observations: Sequence[Observation],
     if observations:
         pred = predictor.predict_many([o.profiles for o in observations])["slowdown"].to_numpy()
         measured = np.array([s for o in observations for s in o.slowdowns])
-        names = [p.name for o in observations for p in o.profiles]
+        names = [job_of(p.name) for o in observations for p in o.profiles]  # a copy is an observation of its job
         for name, r in zip(names, np.log(measured / pred)):
             total, k = sums.get(name, (0.0, 0))
             sums[name] = (total + float(r), k + 1)
@@ -175,7 +178,7 @@ def observations_document(entries: Sequence[tuple[str, Sequence[str], Sequence[f
                              for mode, jobs, slowdowns in entries]}
 
 
-def parse_observation(path: Path, where: str, entry: Any, resolve: Callable[[str, str], JobProfile]) -> Observation:
+def parse_observation(path: Path | None, where: str, entry: Any, resolve: Callable[[str, str], JobProfile]) -> Observation:
     """One ``{"jobs": [...], "slowdowns": [...]}`` entry of a file (an observations file, a placement request's
     ``observed``); ``resolve(name, where)`` gives the profile a job entry names. Errors name the file and field."""
     if not isinstance(entry, dict) or set(entry) - {"jobs", "slowdowns"} or not {"jobs", "slowdowns"} <= set(entry):
@@ -207,8 +210,8 @@ def read_observations(path: str | os.PathLike, mode: str, known: Sequence[JobPro
     loaded: dict[str, JobProfile] = {}
 
     def resolve(job: str, where: str) -> JobProfile:
-        if job in by_name:
-            return by_name[job]
+        if job in by_name or job_of(job) in by_name:  # a copy (JOB#2) of a job given here
+            return by_name.get(job) or by_name[job_of(job)]
         if job not in loaded:
             if not (path.parent / job).is_file():
                 raise SchemaError(path, f"{where}: {job!r} is neither a job given here nor a profile file")

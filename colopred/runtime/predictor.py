@@ -6,6 +6,12 @@
   pred.predict_many([[a, b], [a, b, c]])     # tidy DataFrame, one row per job of each set
   pred.rank_partners(a, candidates, k=3)     # best partners for a job
   pred.pack(jobs, n_gpus=4)                  # jobs placed on GPUs
+  pred.predict([a, a, b])                    # two copies of a beside b: jobs named a#1, a#2, b
+
+A job given several times is that many copies of it (a hyperparameter sweep's runs side by side): the same profile,
+the same solo time and the same observed offset (``colopred.profile.job_of``), the features those of a partner with
+the same profile; results name the copies ``JOB#1``, ``JOB#2``, ... in the order given
+(``colopred.profile.instance_names``).
   pred = pred.observe([Observation((a, b), (1.42, 1.17))])  # measured collocations shift a's and b's predictions
 
 δ, throughput and the memory rule come from :mod:`colopred.runtime.outcome`; the model from
@@ -25,7 +31,7 @@ import pandas as pd
 
 from ..constants import MODES
 from ..errors import InputError
-from ..profile import JobProfile
+from ..profile import JobProfile, as_instances, instance_name, instance_names, job_of
 from . import outcome
 from .checks import check_pack, check_predict, check_predict_many, check_rank_partners
 from .estimator import SlowdownModel
@@ -121,7 +127,8 @@ class Predictor:
     mode: str
     manifest: dict[str, Any] = field(default_factory=dict)
     offsets: dict[str, JobOffset] = field(default_factory=dict)
-    """Each observed job's offset (:meth:`observe`; :mod:`colopred.runtime.observed`), by profile name."""
+    """Each observed job's offset (:meth:`observe`; :mod:`colopred.runtime.observed`), by job name (a copy's, ``JOB#2``,
+    is its job's: ``colopred.profile.job_of``)."""
     prior_weight: float | None = None
     """n₀ of the offsets' weight k / (k + n₀); None: ``constants.OBSERVED_PRIOR_WEIGHT`` of the mode."""
 
@@ -214,9 +221,10 @@ class Predictor:
                 return
 
     def predict(self, profiles: Sequence[JobProfile]) -> Prediction:
-        """Slowdown of each job when ``profiles`` (two or more jobs) run together. A job alone runs at slowdown 1:
-        :meth:`predict_many` accepts such one-job sets so that a placement's GPUs holding one job can be scored
-        beside the others; here one job is refused as a likely mistake."""
+        """Slowdown of each job when ``profiles`` (two or more jobs) run together; a job given n > 1 times is n copies,
+        named ``JOB#1`` .. ``JOB#n`` in ``Prediction.jobs``. A job alone runs at slowdown 1: :meth:`predict_many`
+        accepts such one-job sets so that a placement's GPUs holding one job can be scored beside the others; here one
+        job is refused as a likely mistake."""
         profiles = check_predict(self, profiles)
         if len(profiles) < 2:
             raise ValueError("a collocation needs at least two jobs")
@@ -226,14 +234,15 @@ class Predictor:
         X, _, pos = feature_matrix(P, np.arange(len(profiles))[None, :], queue=self._reads_queue_load)
         s = np.empty(len(profiles))
         iv = np.empty((len(profiles), 2))
-        names = [p.name for p in profiles]
-        s[pos], iv[pos] = self.model.predict_with_interval(X, jobs=[names[i] for i in pos])
+        jobs = [job_of(p.name) for p in profiles]  # a copy's offsets are its job's
+        names = instance_names([p.name for p in profiles])
+        s[pos], iv[pos] = self.model.predict_with_interval(X, jobs=[jobs[i] for i in pos])
         observed = None
         if self.offsets:
-            f = factors(self.offsets, names, self._prior_weight)
-            rho = width_factors(self.offsets, names, self._prior_weight, offset_share_of(self.mode))
+            f = factors(self.offsets, jobs, self._prior_weight)
+            rho = width_factors(self.offsets, jobs, self._prior_weight, offset_share_of(self.mode))
             s, iv = corrected(s, f), corrected_interval(s, iv, f, rho)
-            observed = tuple(self.offsets[n].observations if n in self.offsets else 0 for n in names)
+            observed = tuple(self.offsets[n].observations if n in self.offsets else 0 for n in jobs)
         need = outcome.memory_need_gib([p.peak_memory_gib for p in profiles])
         gpu_mem = max(p.gpu.memory_gib for p in profiles)
         return Prediction(self.mode, tuple(names), tuple(map(float, s)),
@@ -243,7 +252,8 @@ class Predictor:
     def predict_many(self, sets: Sequence[Sequence[JobProfile]]) -> pd.DataFrame:
         """Vectorised prediction of many sets: a tidy DataFrame with one row per job of each set, in the order
         given (columns ``PREDICT_MANY_COLUMNS``; ``delta``, ``throughput``, ``memory_gib`` and ``fits_memory``
-        are the set's, repeated on each of its rows). Point predictions only (no interval)."""
+        are the set's, repeated on each of its rows; copies of a job in a set named ``JOB#1``, ``JOB#2``, ...).
+        Point predictions only (no interval)."""
         profiles, idx = check_predict_many(self, sets)
         self._check_wait(profiles)
         return self.predict_index(profiles, idx)
@@ -271,7 +281,7 @@ class Predictor:
         per_set = lambda v: np.take(v, set_of_row)  # noqa: E731 (a set's value on each of its rows; take: no fancy-index overhead)
         return pd.DataFrame({
             "set_id": set_of_row,
-            "job": names[idx.ravel()[flat]],
+            "job": _row_names(names, idx, present, n_jobs, flat),
             "n_jobs": per_set(n_jobs),
             "slowdown": s.ravel()[flat],
             "solo_iteration_ms": t.ravel()[flat],
@@ -316,7 +326,7 @@ class Predictor:
                     X_buf = np.empty((n_rows, len(FEATURES)))
                 X, set_of, pos = feature_matrix(P, members, out=X_buf)
                 s[r[set_of], slots[set_of, pos]] = model._predict_rows(X, tree_buf.reshape(-1, len(model.features_)))
-        names = [p.name for p in profiles]
+        names = [job_of(p.name) for p in profiles]  # a copy's offsets are its job's
         shared, slot_job = size[:, None] > 1, np.where(present, idx, 0)  # a job alone stays at exactly 1
         if getattr(model, "job_log_offsets_", None):  # jobs the model was trained on take their own offsets
             s = np.where(shared, corrected(s, model.job_factors(names)[slot_job]), s)
@@ -326,7 +336,8 @@ class Predictor:
 
     def rank_partners(self, job: JobProfile, candidates: Sequence[JobProfile], k: int | None = None) -> pd.DataFrame:
         """Candidates ranked by the predicted normalised throughput of the pair, best first: one row per
-        partner with ``partner``, ``job_slowdown``, ``partner_slowdown``, ``delta``, ``throughput``, ``fits_memory``."""
+        partner with ``partner``, ``job_slowdown``, ``partner_slowdown``, ``delta``, ``throughput``, ``fits_memory``.
+        A candidate that is the job's own profile is a second copy of the job, its ``partner`` named ``JOB#2``."""
         check_rank_partners(self, job, candidates, k)
         profiles = [job, *candidates]
         n = len(candidates)
@@ -335,7 +346,8 @@ class Predictor:
         t = np.array([p.iteration_ms for p in profiles])[idx]
         mem = np.array([np.nan if p.peak_memory_gib is None else p.peak_memory_gib for p in profiles])[idx]
         gpu_mem = max(p.gpu.memory_gib for p in profiles)
-        res = pd.DataFrame({"partner": [c.name for c in candidates], "job_slowdown": s[:, 0], "partner_slowdown": s[:, 1],
+        partners = [instance_name(c.name, 2) if c.name == job.name else c.name for c in candidates]
+        res = pd.DataFrame({"partner": partners, "job_slowdown": s[:, 0], "partner_slowdown": s[:, 1],
                             "delta": outcome.delta(t, t * s), "throughput": outcome.normalised_throughput(s),
                             "fits_memory": outcome.fits_memory(outcome.memory_need_gib(mem), gpu_mem)})
         res = res.sort_values("throughput", ascending=False, kind="stable").reset_index(drop=True)
@@ -346,7 +358,8 @@ class Predictor:
         """Place ``jobs`` on ``n_gpus`` identical GPUs (or on ``gpus``: names, memory, jobs already running) to place
         as many jobs as the limits allow and then maximise total predicted normalised throughput, within GPU
         memory, ``max_per_gpu`` jobs per GPU and ``max_slowdown`` per job (:mod:`colopred.runtime.placement`).
-        Jobs that fit nowhere come back in ``Placement.queued`` with the reason."""
+        Jobs that fit nowhere come back in ``Placement.queued`` with the reason. A job given n > 1 times is n copies,
+        placed as distinct jobs named ``JOB#1`` .. ``JOB#n`` (a GPU's ``running`` names them so)."""
         if gpus is None:
             if n_gpus is None:
                 raise ValueError("give n_gpus or gpus")
@@ -358,4 +371,21 @@ class Predictor:
             if not gpus:
                 raise ValueError("no GPU to place jobs on")
             check_pack(self, jobs, len(gpus), max_per_gpu, max_slowdown)
-        return place(self, jobs, gpus, max_per_gpu=max_per_gpu, max_slowdown=max_slowdown, solver=solver)
+        return place(self, as_instances(list(jobs)), gpus, max_per_gpu=max_per_gpu, max_slowdown=max_slowdown, solver=solver)
+
+
+def _row_names(names: np.ndarray, idx: np.ndarray, present: np.ndarray, n_jobs: np.ndarray, flat: np.ndarray) -> np.ndarray:
+    """The ``job`` column of :meth:`Predictor.predict_index`: each row's profile name, set by set in slot order, copies
+    of one job in a set (one name in several slots) named ``JOB#1``, ``JOB#2``, ... in slot order."""
+    out = names[idx.ravel()[flat]]
+    if idx.shape[1] < 2:
+        return out
+    codes = pd.factorize(names)[0]  # one code per name: two equal profiles of one name are one job
+    named = np.where(present, codes[np.where(present, idx, 0)], -1)
+    ordered = np.sort(named, axis=1)
+    copies = np.flatnonzero(((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any(axis=1))
+    if len(copies):
+        start = np.r_[0, np.cumsum(n_jobs)[:-1]]
+        for r in copies:
+            out[start[r]: start[r] + n_jobs[r]] = instance_names(list(out[start[r]: start[r] + n_jobs[r]]))
+    return out

@@ -2,7 +2,9 @@
 
 The format is ``schemas/placement_request.schema.json`` (JSON Schema, shipped with the package); this module
 reads a request, checks it against the same rules, and gives one error naming the file and the field. Job
-profiles are files (relative to the request's folder) or inline documents; ``iteration_ms`` re-times one.
+profiles are files (relative to the request's folder) or inline documents; ``iteration_ms`` re-times one; ``copies: N``
+(a pack request's jobs) places N copies of the job, as does the same profile given N times under one name: they are
+named ``JOB#1`` .. ``JOB#N`` (``colopred.profile.instance_names``), which a GPU's ``running`` and ``observed`` may name.
 ``observed`` lists measured collocations of the request's jobs (:mod:`colopred.runtime.observed`).
 """
 
@@ -14,12 +16,12 @@ import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..constants import MAX_BUSY_FRACTION_FROM_NCU, MODES
 from ..errors import SchemaError
 from ..io import read_json
-from ..profile import JobProfile
+from ..profile import JobProfile, as_instances, job_of
 from .observed import Observation, parse_observation
 from .placement import Gpu
 
@@ -49,7 +51,7 @@ class Request:
     observed: list[Observation] = field(default_factory=list)
 
 
-def _number(path: Path, where: str, v: Any, *, integer: bool = False, minimum: float | None = None, strict: bool = False) -> Any:
+def _number(path: Path | None, where: str, v: Any, *, integer: bool = False, minimum: float | None = None, strict: bool = False) -> Any:
     ok = isinstance(v, int if integer else (int, float)) and not isinstance(v, bool) and (integer or math.isfinite(v))
     if ok and minimum is not None:
         ok = v > minimum if strict else v >= minimum
@@ -59,15 +61,31 @@ def _number(path: Path, where: str, v: Any, *, integer: bool = False, minimum: f
     return v
 
 
-def _job(path: Path, where: str, entry: Any) -> JobProfile:
+def _job(path: Path | None, where: str, entry: Any, resolve: Callable[[str, str], JobProfile] | None = None,
+         copies: bool = False) -> list[JobProfile]:
+    """The profile of a job entry, once, or ``copies`` times where the entry may say so (a pack request's jobs).
+    ``resolve(name, where)`` looks a profile given by name up (the service's registry); else it is a file."""
     if not isinstance(entry, dict) or "profile" not in entry:
         raise SchemaError(path, f"{where} must be an object with a profile (a file or an inline profile)")
-    unknown = sorted(set(entry) - {"profile", "name", "iteration_ms"})
+    unknown = sorted(set(entry) - {"profile", "name", "iteration_ms", "copies"})
     if unknown:
         raise SchemaError(path, f"{where} has unknown field(s) {', '.join(unknown)}")
+    n = 1
+    if "copies" in entry:
+        if not copies:
+            raise SchemaError(path, f"{where}.copies: only the jobs of a pack request have copies (to rank a copy of the job "
+                                    "as its partner, list its profile among the candidates)")
+        n = _number(path, f"{where}.copies", entry["copies"], integer=True, minimum=1)
+        if n > MAX_COPIES:
+            raise SchemaError(path, f"{where}.copies {n} is more than {MAX_COPIES}")
     prof = entry["profile"]
     if isinstance(prof, str):
-        p = JobProfile.from_json(path.parent / prof)
+        if resolve is not None:
+            p = resolve(prof, f"{where}.profile")
+        elif path is not None:
+            p = JobProfile.from_json(path.parent / prof)
+        else:
+            raise SchemaError(None, f"{where}.profile: a file name, and no request file to read it beside")
     elif isinstance(prof, dict):
         p = JobProfile.from_dict(prof, f"{path} ({where}.profile)")
     else:
@@ -82,8 +100,11 @@ def _job(path: Path, where: str, entry: Any) -> JobProfile:
             p = p.retimed(t, max_busy_fraction=MAX_BUSY_FRACTION_FROM_NCU)
         except ValueError as e:
             raise SchemaError(path, f"{where}.iteration_ms {t:g}: {e}") from None
-    return p
+    return [p] * n
 
+
+MAX_COPIES = 1024
+"""Most copies of one job a request may ask to place (a sweep's runs; a bound on what one line of a request expands to)."""
 
 KIND_FIELDS = {"pack": {"jobs", "gpus", "n_gpus", "limits", "solver"}, "rank": {"job", "candidates", "k"}}
 """The fields only one kind of request reads (both read schema, schema_version, mode, model and observed)."""
@@ -93,7 +114,14 @@ def read_request(path: str | os.PathLike, kind: str | None = None) -> Request:
     """A request file, checked (one :class:`SchemaError` naming the file and the field for anything wrong); with
     ``kind`` ("pack" or "rank"), a field only the other kind reads is refused rather than ignored."""
     path = Path(path)
-    doc = read_json(path)
+    return request_from_document(read_json(path), path, kind)
+
+
+def request_from_document(doc: Any, path: Path | None, kind: str | None = None,
+                          resolve: Callable[[str, str], JobProfile] | None = None) -> Request:
+    """:func:`read_request` of a document already parsed (``path``: the file it came from, named in errors, or None);
+    ``resolve(name, where)`` gives the profile a job's ``profile`` string names (default: a file beside ``path``),
+    so that a service resolves registered names and never paths."""
     if not isinstance(doc, dict) or doc.get("schema") != REQUEST_SCHEMA:
         raise SchemaError(path, f"not a colopred placement request (expected \"schema\": \"{REQUEST_SCHEMA}\")")
     if doc.get("schema_version", REQUEST_VERSION) != REQUEST_VERSION:
@@ -112,6 +140,8 @@ def read_request(path: str | os.PathLike, kind: str | None = None) -> Request:
     if "model" in doc:
         if not isinstance(doc["model"], str):
             raise SchemaError(path, "model must be a manifest file name")
+        if path is None:
+            raise SchemaError(None, "model: a file name, and no request file to read it beside")
         req.model = path.parent / doc["model"]
     if "solver" in doc:
         if doc["solver"] not in ("auto", "exact", "heuristic"):
@@ -128,9 +158,9 @@ def read_request(path: str | os.PathLike, kind: str | None = None) -> Request:
         if key in doc:
             if not isinstance(doc[key], list) or not doc[key]:
                 raise SchemaError(path, f"{key} must be a non-empty list of jobs")
-            setattr(req, key, [_job(path, f"{key}[{i}]", e) for i, e in enumerate(doc[key])])
+            setattr(req, key, [p for i, e in enumerate(doc[key]) for p in _job(path, f"{key}[{i}]", e, resolve, copies=key == "jobs")])
     if "job" in doc:
-        req.job = _job(path, "job", doc["job"])
+        req.job = _job(path, "job", doc["job"], resolve)[0]
     if "k" in doc:
         req.k = _number(path, "k", doc["k"], integer=True, minimum=1)
     if "gpus" in doc and "n_gpus" in doc:
@@ -152,14 +182,29 @@ def read_request(path: str | os.PathLike, kind: str | None = None) -> Request:
         if len(set(names)) != len(names):
             raise SchemaError(path, "two GPUs have the same name")
     all_jobs = req.jobs + req.candidates + ([req.job] if req.job else [])
+    first: dict[str, JobProfile] = {}
+    for p in all_jobs:  # one name, one job: the same profile again is a copy of it
+        if first.setdefault(p.name, p) != p:
+            raise SchemaError(path, f"job name {p.name!r} is given to two different profiles (set a distinct name; the same "
+                                    "profile under one name is copies of one job)")
+    req.jobs = as_instances(req.jobs)  # copies to place: JOB#1 .. JOB#N
+    copies_of: dict[str, list[str]] = {}
+    for p in req.jobs:
+        if job_of(p.name) != p.name:
+            copies_of.setdefault(job_of(p.name), []).append(p.name)
+    for i, g in enumerate(req.gpus):
+        named = next((n for n in g.running if n in copies_of), None)
+        if named is not None:
+            raise SchemaError(path, f"gpus[{i}].running: job {named!r} is given as {len(copies_of[named])} copies "
+                                    f"({', '.join(copies_of[named])}): name the copy that runs there")
+    all_jobs = req.jobs + req.candidates + ([req.job] if req.job else [])
     names = [p.name for p in all_jobs]
-    if len(set(names)) != len(names):
-        dup = next(n for n in names if names.count(n) > 1)
-        raise SchemaError(path, f"job name {dup!r} is given twice (give each job once, or set its name)")
     if "observed" in doc:
         if not isinstance(doc["observed"], list):
             raise SchemaError(path, "observed must be a list of measured collocations")
         by_name = dict(zip(names, all_jobs))
+        for p in all_jobs:  # a job given as copies is also named by its job's name (its copies share its offset)
+            by_name.setdefault(job_of(p.name), p)
 
         def resolve(name: str, where: str) -> JobProfile:
             if name not in by_name:

@@ -4,8 +4,8 @@ A GPM profile (``colopred profile nvml``) holds averages over wall time of the G
 DRAM utilisation, occupancy, SM fill (SM activity over graphics activity), iteration time and peak memory. Counters
 cannot count kernels, so the GPM model also reads :data:`GPM_TIMELINE_FIELDS` (kernel count, stream overlap, MPS
 wait), which ``colopred profile add-timeline`` takes from a solo torch.profiler timeline of the job (no counters,
-no elevated rights): from GPM counters alone the model errs 10.4% under MPS leave-architecture-out, with the timeline
-7.2% (``docs/model.md``, "GPM profiles"). A model for GPM profiles (manifest ``profile_source`` ``nvml``) is trained
+no elevated rights): counters are averages over wall time and cannot tell a job of a few long kernels from one of
+many short ones, which is what MPS contention turns on (``docs/model.md``, "GPM profiles"). A model for GPM profiles (manifest ``profile_source`` ``nvml``) is trained
 on the GPM profiles of the measured jobs, and its trees see only :func:`gpm_model_features`.
 
 Each model reads the profiles it was trained on, and only those

@@ -20,6 +20,7 @@ from typing import Any, Callable, Protocol
 from ...constants import CONTEXT_OVERHEAD_GIB
 from ...errors import ColopredError, InputError
 from ...io import write_text_atomic
+from ...profile import job_of
 from ...runtime.outcome import fits_memory, memory_need_gib
 from .plan import CampaignConfig, WindowSpec
 from .records import RECORD_SCHEMA, RecordWriter, iter_records, now_iso, provenance
@@ -251,7 +252,7 @@ class Campaign:
         """(window length, warm-up) in s: long enough for each member to finish ``min_iters``
         iterations after the warm-up, assuming a collocated iteration takes at most n x solo."""
         n = len(w.jobs)
-        est_ms = max(solo_ms.get((w.mode, j), DEFAULT_ITER_MS) for j in w.jobs) * (n if w.kind == "colo" else 1)
+        est_ms = max(solo_ms.get((w.mode, job_of(j)), DEFAULT_ITER_MS) for j in w.jobs) * (n if w.kind == "colo" else 1)
         return window_length_s(self.config, est_ms)
 
     def run(self, pool_factory: PoolFactory, *, progress: Progress | None = None, log: Callable[[str], None] = lambda s: None) -> int:
@@ -315,11 +316,11 @@ class Campaign:
         if self.shard is not None:  # harness 1.4: the shard and the GPU (index on its node) of a multi-GPU campaign
             rec["shard"] = self.shard
             rec["gpu_index"] = getattr(pool, "gpu_index", None)
-        commands = [c.to_dict() for c in self.config.commands if c.name in w.jobs]
+        commands = [c.to_dict() for c in self.config.commands if c.name in {job_of(j) for j in w.jobs}]
         if commands:  # jobs that are training commands: what ran (harness.commands)
             rec["commands"] = commands
         if w.kind == "colo":
-            need = [solo_mem.get((w.mode, j)) for j in w.jobs]
+            need = [solo_mem.get((w.mode, job_of(j))) for j in w.jobs]
             if all(x is not None for x in need):
                 total = memory_need_gib(need)
                 if not fits_memory(total, pool.memory_gib):

@@ -14,6 +14,7 @@ from typing import Any
 
 from ...constants import CONTEXT_OVERHEAD_GIB
 from ...errors import GpuError
+from ...profile import instance_name, job_of
 from ...runtime.outcome import memory_need_gib
 from .mps import MPS_BASE_DIR, MpsDaemon
 from .worker import worker_main
@@ -34,7 +35,7 @@ def refill_batch(evicted: list[str], peak_gib: dict[str, float], free_gib: float
     """
     out = []
     for j in evicted:
-        need = memory_need_gib([peak_gib.get(j, NEW_WORKER_GIB)])
+        need = memory_need_gib([peak_gib.get(job_of(j), NEW_WORKER_GIB)])
         if need <= free_gib:
             out.append(j)
             free_gib -= need
@@ -59,6 +60,13 @@ def cpu_blocks(jobs: tuple[str, ...], cpus) -> dict[str, tuple[int, ...]]:
         out[j] = tuple(cpus[start : start + n])
         start += n
     return out
+
+
+def worker_key(member: str) -> str:
+    """The worker a window's member runs on: a job's own (its solo windows' and its first copy's), or, for its
+    k-th copy (``JOB#k``, k > 1), a worker of its own running the same job."""
+    job = job_of(member)
+    return job if member in (job, instance_name(job, 1)) else member
 
 
 def _receive(w: "_Worker", deadline: float, clock) -> dict | None:
@@ -146,19 +154,21 @@ class GpuWorkerPool:
             raise
 
     # ------------------------------------------------------------------ workers
-    def _spawn(self, job: str) -> _Worker:
+    def _spawn(self, key: str) -> _Worker:
+        """A worker for ``key`` (a job, or ``JOB#k`` for a further copy of one: the same job in another process)."""
+        job = job_of(key)
         if job in self.commands:  # a training command whose ProfileWindow speaks the worker protocol
             from .commands import spawn_command
 
-            return _Worker(job, *spawn_command(self.ctx, self.commands[job]))
+            return _Worker(key, *spawn_command(self.ctx, self.commands[job]))
         parent, child = self.ctx.Pipe()
         # Not daemonic: input-bound (loader) jobs start DataLoader worker processes of their own.
         # The pool stops every worker in close(); the campaign runs in its own process group.
         p = self.ctx.Process(target=worker_main, args=(job, child, self.device, self.tiny),
-                             kwargs={"park": self.park_idle, "cpus": self.cpus.get(job)}, daemon=False, name=f"colopred-{job}")
+                             kwargs={"park": self.park_idle, "cpus": self.cpus.get(key)}, daemon=False, name=f"colopred-{key}")
         p.start()
         child.close()
-        return _Worker(job, p, parent)
+        return _Worker(key, p, parent)
 
     def _held_gib(self, exclude: tuple[str, ...] = ()) -> float:
         return sum(w.resident_gib + CONTEXT_OVERHEAD_GIB for j, w in self.workers.items() if j not in exclude)
@@ -195,7 +205,7 @@ class GpuWorkerPool:
             if msg and msg.get("ready"):
                 w.resident_gib = msg["resident_gib"]
                 if msg.get("peak_memory_gib") is not None:  # a command reports its warm-up peak
-                    self.peak_seen_gib[w.job] = max(self.peak_seen_gib.get(w.job, 0.0), msg["peak_memory_gib"])
+                    self.peak_seen_gib[job_of(w.job)] = max(self.peak_seen_gib.get(job_of(w.job), 0.0), msg["peak_memory_gib"])
                 self.workers[w.job] = w
                 self.log(f"worker {w.job} ready (pid {msg['pid']}, {w.resident_gib:.2f} GiB resident)")
             else:
@@ -240,7 +250,7 @@ class GpuWorkerPool:
         """GiB a window's jobs need while they run: a job's peak so far (any of its workers, or the
         campaign's solo records); unknown: a started worker already holds its memory, a new one is
         assumed to need NEW_WORKER_GIB."""
-        return memory_need_gib([self.peak_seen_gib.get(j, 0.0 if j in self.workers else NEW_WORKER_GIB) for j in jobs])
+        return memory_need_gib([self.peak_seen_gib.get(job_of(j), 0.0 if j in self.workers else NEW_WORKER_GIB) for j in jobs])
 
     def _free_gib(self, jobs: tuple[str, ...]) -> float:
         """GiB of the pool's memory budget left once this window's jobs run beside the other workers."""
@@ -264,7 +274,13 @@ class GpuWorkerPool:
         self._kill(w)
 
     # ------------------------------------------------------------------ windows
-    def run_window(self, jobs: tuple[str, ...], duration_s: float, warmup_s: float):
+    def run_window(self, members: tuple[str, ...], duration_s: float, warmup_s: float):
+        """Run one window of ``members`` (jobs, or copies ``JOB#k`` of one): per-member results, GPM metrics."""
+        keys = tuple(worker_key(m) for m in members)
+        results, gpm = self._run_window(keys, duration_s, warmup_s)
+        return {m: results[k] for m, k in zip(members, keys)}, gpm
+
+    def _run_window(self, jobs: tuple[str, ...], duration_s: float, warmup_s: float):
         self._make_room(jobs)
         extra = self._refill(jobs)
         if extra:
@@ -289,7 +305,7 @@ class GpuWorkerPool:
                 self.workers.pop(j, None)
                 self._kill(w)
             else:
-                self.peak_seen_gib[j] = max(self.peak_seen_gib.get(j, 0.0), res.get("peak_memory_gib") or 0.0)
+                self.peak_seen_gib[job_of(j)] = max(self.peak_seen_gib.get(job_of(j), 0.0), res.get("peak_memory_gib") or 0.0)
                 w.resident_gib = res.get("resident_gib") or w.resident_gib
                 w.last_used = time.monotonic()
                 results[j] = res

@@ -28,6 +28,7 @@ from pathlib import Path
 from ...constants import MODES
 from ...errors import InputError
 from ...io import write_text_atomic
+from ...profile import instance_names, job_of
 from .commands import JobCommand
 
 
@@ -74,8 +75,8 @@ class CampaignConfig:
             if len(s) < 2:
                 raise ValueError(f"a collocation set needs at least 2 jobs: {'+'.join(s)}")
             if len(set(s)) != len(s):
-                raise ValueError(f"a set lists a job twice: {'+'.join(s)}")
-            missing = [j for j in s if j not in known]
+                raise ValueError(f"a set lists a job twice: {'+'.join(s)} (copies of one job are named JOB#1, JOB#2, ...)")
+            missing = [j for j in s if job_of(j) not in known]
             if missing:
                 raise ValueError(f"set {'+'.join(s)} uses job(s) not in --jobs: {', '.join(missing)}")
         stray = [c.name for c in self.commands if c.name not in known]
@@ -111,8 +112,10 @@ class CampaignConfig:
 
 def expand_sets(spec: str, jobs: list[str], *, max_sets: int | None = None, seed: int = 0) -> list[tuple[str, ...]]:
     """``pairs``, ``triples``, ``pairs+triples`` (all combinations of the jobs), or a file
-    with one set per line (jobs joined by ``+`` or ``,``; ``#`` comments).
-    ``max_sets`` keeps a seeded random sample of each size."""
+    with one set per line (jobs joined by ``+`` or ``,``; `` #`` after a space starts a comment).
+    ``max_sets`` keeps a seeded random sample of each size. A job listed n > 1 times in one set is n copies of it,
+    run side by side as n processes (a hyperparameter sweep's runs): the set's members are then named
+    ``JOB#1`` .. ``JOB#n`` (``colopred.profile.instance_names``), each measured against the job's solo windows."""
     sizes = {"pairs": [2], "triples": [3], "pairs+triples": [2, 3]}
     if spec in sizes:
         out: list[tuple[str, ...]] = []
@@ -128,16 +131,25 @@ def expand_sets(spec: str, jobs: list[str], *, max_sets: int | None = None, seed
         raise InputError(path, "no such sets file (use pairs, triples, pairs+triples or a file of sets)")
     out = []
     for n, line in enumerate(path.read_text().splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
+        line = _strip_comment(line)
         if not line:
             continue
-        members = tuple(sorted(x.strip() for x in line.replace(",", "+").split("+") if x.strip()))
+        members = tuple(instance_names(sorted(job_of(x.strip()) for x in line.replace(",", "+").split("+") if x.strip())))
         if len(members) < 2:
             raise InputError(path, f"line {n}: a set needs at least two jobs")
         out.append(members)
     if not out:
         raise InputError(path, "no sets in file")
     return out
+
+
+def _strip_comment(line: str) -> str:
+    """A sets-file line without its comment: ``#`` at the start of the line or after white space (a ``#`` inside a
+    name, as in an instance name ``JOB#2``, is part of the name)."""
+    for i, ch in enumerate(line):
+        if ch == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].strip()
+    return line.strip()
 
 
 def _repeats(sets: list[tuple[str, ...]], frac: float, rng: random.Random) -> list[tuple[tuple[str, ...], int]]:
@@ -173,18 +185,19 @@ def make_plan(cfg: CampaignConfig) -> list[WindowSpec]:
         if cfg.bracket:
             just_alone = {cfg.jobs[-1]}  # measured alone in the window just before
             for i, (s, rep) in enumerate(order, 1):
-                for j in s:
+                members = list(dict.fromkeys(job_of(j) for j in s))  # copies share their job's solo windows
+                for j in members:
                     if j not in just_alone:
                         add(mode, "solo", (j,), repeat=i)
                 add(mode, "colo", s, rep)
-                for j in s:
+                for j in members:
                     add(mode, "solo", (j,), repeat=i)
-                just_alone = set(s)
+                just_alone = set(members)
             continue
         rotation: list[str] = []
         for i, (s, rep) in enumerate(order, 1):
             add(mode, "colo", s, rep)
-            rotation.extend(j for j in s if j not in rotation)
+            rotation.extend(j for j in dict.fromkeys(job_of(x) for x in s) if j not in rotation)
             if cfg.solo_every and i % cfg.solo_every == 0 and rotation:
                 add(mode, "solo", (rotation.pop(0),), repeat=i)
         for j in cfg.jobs:

@@ -32,6 +32,7 @@ import pandas as pd
 
 from ...constants import SEGMENT_GAP_S
 from ...errors import InputError
+from ...profile import job_of
 from ...schema import problems
 from ...runtime.outcome import delta as set_delta
 from ...runtime.outcome import normalised_throughput
@@ -258,7 +259,7 @@ def _nearby_solo(solos: pd.DataFrame, seq: int, segment: int | None = None) -> t
     return (float(np.mean(vals)) if len(vals) else None), segment is None
 
 
-SLOWDOWN_COLUMNS = ["campaign", "window_id", "seq", "segment", "mode", "set", "n_jobs", "repeat", "job", "solo_ms", "colo_ms",
+SLOWDOWN_COLUMNS = ["campaign", "window_id", "seq", "segment", "mode", "set", "n_jobs", "repeat", "job", "instance", "solo_ms", "colo_ms",
                     "slowdown", "delta", "throughput", "iterations", "peak_memory_gib", "solo_cv", "solo_same_segment", "gpu",
                     "gpu_uuid", "started_at"]
 """The columns of ``slowdown_table``, in order."""
@@ -307,19 +308,20 @@ def slowdown_table(windows: pd.DataFrame) -> pd.DataFrame:
     colo = windows[(windows["kind"] == "colo") & (windows["status"] == "ok")]
     for w in colo.itertuples():
         per_job = []
-        for job in w.jobs:
+        for member in w.jobs:  # a job, or a copy JOB#k of one, measured against the job's solo windows
+            job = job_of(member)
             s = by_key.get((w.campaign, w.mode, job))
             t, same = (None, False) if s is None else s.baseline(w.seq, w.gpu_uuid, w.shard, w.segment)
-            r = w.results[job]
-            per_job.append((job, t, r["mean_ms"], r.get("iterations"), r.get("peak_memory_gib"), same))
+            r = w.results[member]
+            per_job.append((job, t, r["mean_ms"], r.get("iterations"), r.get("peak_memory_gib"), same, member))
         if any(t is None for _, t, *_ in per_job):
             continue  # no solo baseline for some member: cannot form a slowdown
         delta = set_delta([t for _, t, *_ in per_job], [c for _, _, c, *_ in per_job])
         thr = normalised_throughput([c / t for _, t, c, *_ in per_job])
-        for job, t, c, iters, mem, same in per_job:
+        for job, t, c, iters, mem, same, member in per_job:
             rows.append(
                 {"campaign": w.campaign, "window_id": w.window_id, "seq": w.seq, "segment": w.segment, "mode": w.mode, "set": w.set,
-                 "n_jobs": w.n_jobs, "repeat": w.repeat, "job": job, "solo_ms": t, "colo_ms": c, "slowdown": c / t,
+                 "n_jobs": w.n_jobs, "repeat": w.repeat, "job": job, "instance": member, "solo_ms": t, "colo_ms": c, "slowdown": c / t,
                  "delta": delta, "throughput": thr, "iterations": iters, "peak_memory_gib": mem,
                  "solo_cv": noise.get((w.campaign, w.mode, job), np.nan), "solo_same_segment": same, "gpu": w.gpu,
                  "gpu_uuid": w.gpu_uuid, "started_at": w.started_at}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+from ...profile import job_of
 from .plan import CampaignConfig, WindowSpec, make_plan
 
 DEFAULT_ITER_MS = 200.0  # window sizing before a job's first solo window (and the shard balancer's guess)
@@ -75,11 +76,11 @@ def assign_sets(cfg: CampaignConfig) -> list[list[tuple[str, ...]]]:
     solo = _solo_cost_s(cfg)
 
     def added(k: int, s: tuple[str, ...]) -> float:
-        return _set_cost_s(cfg, s) + solo * len(set(s) - jobs[k])
+        return _set_cost_s(cfg, s) + solo * len({job_of(j) for j in s} - jobs[k])
 
     def put(k: int, s: tuple[str, ...]) -> None:
         load[k] += added(k, s)
-        jobs[k] |= set(s)
+        jobs[k] |= {job_of(j) for j in s}
         out[k].append(s)
 
     order = sorted(range(len(sets)), key=lambda i: -_set_cost_s(cfg, sets[i]))  # stable: seeded order within a cost
@@ -101,7 +102,7 @@ def shard_plans(cfg: CampaignConfig) -> list[list[WindowSpec]]:
         if not sets:
             plans.append([])
             continue
-        used = {j for s in sets for j in s}
+        used = {job_of(j) for s in sets for j in s}
         sub = replace(cfg, jobs=tuple(j for j in cfg.jobs if j in used), sets=tuple(sets), shards=1, cross_gpu_frac=0.0)
         plans.append([replace(w, window_id=f"s{k}/{w.window_id}") for w in make_plan(sub)])
     return plans

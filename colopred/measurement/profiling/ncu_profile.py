@@ -6,6 +6,7 @@ All functions here are pure: they take the DataFrame :func:`read_ncu_csv` return
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import numpy as np
@@ -15,11 +16,12 @@ from ...constants import (
     MAX_BUSY_FRACTION_FROM_NCU,
     MPS_WAIT_BLOCK_EXPONENT,
     MPS_WAIT_MIN_WAVES,
+    NCU_PCT_TOLERANCE,
 )
 from ...errors import InputError
 from ...gpu import GpuInfo
 from ...profile import JobProfile, kernel_time_beyond
-from .ncu_csv import NcuReport, read_ncu_csv
+from .ncu_csv import OPTIONAL_METRICS, NcuReport, read_ncu_csv
 
 PERCENTILES = (10, 25, 50, 75, 90)
 HIST_EDGES = tuple(range(0, 101, 20))  # 5 bins of 20 points
@@ -33,6 +35,14 @@ WEIGHTED = {
     "l2_hit_pct": "l2_hit_rate_pct",
 }
 DISTRIBUTION_COLUMNS = ("dram_pct", "occupancy_pct", "sm_pct")
+# optional JobProfile percentage that is a duration-weighted mean of an ncu metric -> that metric: a mean outside
+# 0..100 (the L2 hit rate's kernels have no upper bound, ncu_csv.PLAUSIBLE_RANGE) is left out of the profile
+OPTIONAL_PCT_FIELDS = {
+    "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "theoretical_occupancy_pct": "sm__maximum_warps_per_active_cycle_pct",
+    "l2_hit_rate_pct": "lts__t_sector_hit_rate.pct",
+}
+_COLUMN_OF = {metric: col for metric, (col, _) in OPTIONAL_METRICS.items()}
 
 
 def weighted_mean(values: np.ndarray, weights: np.ndarray) -> float:
@@ -163,9 +173,21 @@ def profile_from_ncu(
     beyond = kernel_time_beyond(kernel_ms, iteration_ms, MAX_BUSY_FRACTION_FROM_NCU)
     if beyond:
         raise InputError(path, f"{beyond}: wrong --iter-ms or --iterations (iteration time is in milliseconds)")
+    left_out = dict(report.left_out)
+    for fld, metric in OPTIONAL_PCT_FIELDS.items():
+        v = km.get(fld)
+        if v is not None and not (-NCU_PCT_TOLERANCE <= v <= 100.0 + NCU_PCT_TOLERANCE):
+            col = report.kernels.get(_COLUMN_OF[metric])
+            above = "" if col is None else f" ({int((col > 100.0 + NCU_PCT_TOLERANCE).sum())} of {len(col)} kernels above 100)"
+            left_out[metric] = f"duration-weighted mean {v:.4g} %{above}: not a percentage"
+            warnings.warn(f"{path}: metric {metric}: {left_out[metric]}; {fld} left out of the profile", UserWarning,
+                          stacklevel=2)
+            km[fld] = None
     meta = dict(meta or {})
     meta.setdefault("ncu_report", os.path.basename(path))
     meta.setdefault("mean_kernel_us", km["mean_kernel_us"])
+    if left_out:  # the metrics the report held that the profile lacks, and why
+        meta["ncu_left_out"] = left_out
     try:
         return JobProfile(
             name=name,

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,11 @@ from .ncu_profile import profile_from_ncu
 from .nvml_profile import profile_from_gpm
 
 METRIC_SETS = {"full": NCU_METRICS, "minimal": list(REQUIRED_METRICS)}
+DEFAULT_METRIC_SET = "minimal"
+"""What ``profile run`` collects unless told: the three required metrics (ncu adds the ``launch__*`` statistics to
+any set). Every profile field the shipped models read comes from them, the solo timing run and the timeline; the
+full set adds SM throughput and the L2 hit rate, which no model reads, at 3-5x the replay time (docs/model.md,
+"Which ncu metrics")."""
 REPLAY_MODES = ("kernel", "application")
 
 
@@ -138,7 +144,7 @@ def run_ncu(cmd: list[str], csv_path: Path, *, warmup: int = 10, iters: int = 1,
 
 
 def profile_command(cmd: list[str], *, name: str, iterations: int = 1, warmup: int = 10, timing_iters: int = 30,
-                    replay_mode: str = "kernel", metric_set: str = "full", keep_csv: Path | None = None,
+                    replay_mode: str = "kernel", metric_set: str = DEFAULT_METRIC_SET, keep_csv: Path | None = None,
                     meta: dict[str, Any] | None = None, timeline: bool = True, log=lambda s: None) -> JobProfile:
     """Timed run, traced run (``timeline``: the stream overlap) and ncu run of ``cmd`` -> ``JobProfile`` (source ``ncu``)."""
     timed = run_timed(cmd, warmup=warmup, iters=timing_iters)
@@ -151,14 +157,22 @@ def profile_command(cmd: list[str], *, name: str, iterations: int = 1, warmup: i
         csv_path = keep_csv or Path(d) / "report.csv"
         wall = run_ncu(cmd, csv_path, warmup=warmup, iters=iterations, metrics=METRIC_SETS[metric_set], replay_mode=replay_mode)
         log(f"{name}: ncu ({replay_mode} replay, {metric_set} metrics) took {wall:.1f} s")
-        report = read_ncu_csv(csv_path)
+        with warnings.catch_warnings(record=True) as caught:  # an optional metric left out: logged, and in the meta
+            warnings.simplefilter("always")
+            report = read_ncu_csv(csv_path)
+    for w in dict.fromkeys(str(w.message) for w in caught):
+        log(f"{name}: warning: {w}")
     m = {"command": cmd, "ncu_wall_s": wall, "ncu_replay_mode": replay_mode, "ncu_metric_set": metric_set,
          "timing_iterations": len(timed.iter_ms), "iteration_ms_median": sorted(timed.iter_ms)[len(timed.iter_ms) // 2],
          "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **(meta or {})}
     if overlap is not None:
         m["stream_overlap_from"] = f"torch.profiler solo timeline, {TIMELINE_ITERS} iterations after {warmup}"
-    p = profile_from_ncu(report, name=name, iteration_ms=timed.iteration_ms, iterations=iterations,
-                         peak_memory_gib=timed.peak_memory_gib, meta=m)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        p = profile_from_ncu(report, name=name, iteration_ms=timed.iteration_ms, iterations=iterations,
+                             peak_memory_gib=timed.peak_memory_gib, meta=m)
+    for w in dict.fromkeys(str(w.message) for w in caught):
+        log(f"{name}: warning: {w}")
     return p if overlap is None else p.with_(stream_overlap=overlap)
 
 

@@ -125,7 +125,9 @@ def stream_overlap(timeline: pd.DataFrame) -> float:
     first = np.flatnonzero(new)
     last = np.r_[first[1:] - 1, len(start) - 1]
     union = float(np.sum(reach[last] - start[first]))
-    return float(max(1.0, (end - start).sum() / union)) if union > 0 else 1.0
+    if union <= 0:
+        raise ValueError("the timeline's kernels all last 0 µs: it holds no kernel time")
+    return float(max(1.0, (end - start).sum() / union))
 
 
 class NoKernelError(InputError):
@@ -188,8 +190,12 @@ def _load(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any] | None]:
         df["kind"] = df["kind"].astype(str)
     else:
         raise InputError(path, "expected a colopred timeline (.csv, .csv.gz) or a torch.profiler trace (.json, .json.gz)")
-    if not (df["kind"] == "kernel").any():
+    kernels = df["kind"] == "kernel"
+    if not kernels.any():
         raise NoKernelError(path, "no GPU kernel in the timeline (trace with torch.profiler's CUDA activity)")
+    if not (df.loc[kernels, "dur_us"] > 0).any():  # no kernel time: no overlap, kernel share or wait to measure
+        raise InputError(path, f"its {int(kernels.sum())} GPU kernels all last 0 µs: the timeline holds no kernel time "
+                               "(a broken trace? record it again)")
     return df, trace
 
 
