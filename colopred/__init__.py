@@ -46,5 +46,15 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'colopred' has no attribute {name!r}")
 
 
-__all__ = ["ColopredError", "GpuInfo", "InputError", "JobProfile", "Observation", "Prediction", "Predictor", "SlowdownModel", "load_profiles",
-           "__version__"]
+__all__ = [
+    "ColopredError",
+    "GpuInfo",
+    "InputError",
+    "JobProfile",
+    "Observation",
+    "Prediction",
+    "Predictor",
+    "SlowdownModel",
+    "__version__",
+    "load_profiles",
+]

@@ -163,8 +163,7 @@ class Client:
         doc = self._post("/v1/predict_many", body)
         self._warn(doc)
         frame = pd.DataFrame(doc["rows"], columns=list(PREDICT_MANY_COLUMNS))
-        return frame.astype({c: float for c in ("slowdown", "solo_iteration_ms", "collocated_iteration_ms", "delta",
-                                                "throughput", "memory_gib")})
+        return frame.astype(dict.fromkeys(("slowdown", "solo_iteration_ms", "collocated_iteration_ms", "delta", "throughput", "memory_gib"), float))
 
     def rank_partners(self, job: Any, candidates: Sequence[Any], k: int | None = None, mode: str | None = None):
         """``Predictor.rank_partners``: candidates ranked by the pair's predicted throughput, best first."""

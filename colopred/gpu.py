@@ -28,10 +28,12 @@ class GpuInfo:
     def from_name(cls, name: str, sm_count: int | None = None, memory_gib: float | None = None) -> "GpuInfo":
         """Fill SM count and memory from :data:`KNOWN_GPUS` where not given."""
         known = KNOWN_GPUS.get(name)
-        if known is None and (sm_count is None or memory_gib is None):
-            raise ValueError(
-                f"unknown GPU {name!r}: give its SM count and memory (known: {', '.join(sorted(KNOWN_GPUS))})"
-            )
+        if known is None:
+            if sm_count is None or memory_gib is None:
+                raise ValueError(
+                    f"unknown GPU {name!r}: give its SM count and memory (known: {', '.join(sorted(KNOWN_GPUS))})"
+                )
+            known = (sm_count, memory_gib)
         return cls(
             name=name,
             sm_count=int(sm_count if sm_count is not None else known[0]),

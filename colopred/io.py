@@ -85,7 +85,7 @@ def atomic_file(path: str | os.PathLike, mode: str = "w", *, encoding: str | Non
     binary = "b" in mode
     fd, tmp = _temporary_beside(path, f".{path.name}.", ".tmp")
     try:
-        with os.fdopen(fd, mode, **({} if binary else {"encoding": encoding, "newline": ""})) as f:
+        with (os.fdopen(fd, mode) if binary else os.fdopen(fd, mode, encoding=encoding, newline="")) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -43,7 +43,7 @@ def schema_text(name: str) -> str:
     return (resources.files("colopred") / "schemas" / f"{name}.schema.json").read_text(encoding="utf-8")
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_schema(name: str) -> dict[str, Any]:
     """The shipped schema ``name`` as a dict (every keyword in it checked to be one :func:`problems` implements)."""
     schema = json.loads(schema_text(name))

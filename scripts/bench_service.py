@@ -173,7 +173,7 @@ def run_wrk(url: str, lua: str, seconds: int, tmp: Path) -> dict:
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith("RESULT")), None)
     if line is None:
         raise RuntimeError(f"wrk: {r.stdout}\n{r.stderr}")
-    n, bad, dur_us, p50, p99, mean = line.split()[1:]
+    n, bad, dur_us, p50, p99, _mean = line.split()[1:]
     non2xx = next((int(ln.split(":")[1]) for ln in r.stdout.splitlines() if "Non-2xx" in ln), 0)
     return {"requests": int(n), "rate": int(n) / (int(dur_us) / 1e6), "p50_ms": float(p50) / 1e3, "p99_ms": float(p99) / 1e3,
             "errors": int(bad) + non2xx}

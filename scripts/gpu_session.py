@@ -309,7 +309,7 @@ def step_parkcheck(work: Path, a) -> None:
 def step_pincheck(work: Path, a) -> None:
     """Do launch-bound jobs' times drift less between windows with each worker pinned to its own CPUs? Short
     time-slicing campaigns of the same sets (--pincheck-sets, each measured twice), with and without --pin-cpus,
-    alternated (ABBA over --pincheck-rounds) so that drift does not favour one kind (tables: scripts/pincheck_table.py)."""
+    alternated (ABBA over --pincheck-rounds) so that drift does not favour one kind (tables: research/pincheck_table.py)."""
     from colopred.measurement.harness.plan import expand_sets
 
     jobs = sorted({j for s in expand_sets(a.pincheck_sets, []) for j in s})

@@ -44,7 +44,7 @@ def main() -> None:
                  if any(j in new for j in c) and tuple(sorted(c)) not in done
                  and (k < 3 or a.max_new is None or sum(j in new for j in c) <= a.max_new)]
         rng.shuffle(cands)
-        count = {j: 0 for j in new}
+        count = dict.fromkeys(new, 0)
         chosen = []
         # Greedy: take the candidate whose least-covered new job is least covered so far.
         while cands and len(chosen) < n:

@@ -50,7 +50,7 @@ def same(a, b, rel: float = 1e-9) -> bool:
         return a.keys() == b.keys() and all(same(a[k], b[k], rel) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(same(x, y, rel) for x, y in zip(a, b))
-    if isinstance(a, float) and isinstance(b, (int, float)) or isinstance(b, float) and isinstance(a, (int, float)):
+    if (isinstance(a, float) and isinstance(b, (int, float))) or (isinstance(b, float) and isinstance(a, (int, float))):
         return math.isclose(a, b, rel_tol=rel, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b))
     return a == b
 

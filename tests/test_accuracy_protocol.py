@@ -10,23 +10,22 @@ import pandas as pd
 import pytest
 
 from colopred.profile import JobProfile
-from colopred.research.dataset import load_dataset
 from colopred.research.profiling_cost import profiling_cost_table
 from colopred.research.protocol import (_pays_off_on_repeats, coverage_spread, is_locked, locked_architectures, noise_floor,
                                        pays_off_repeats)
 from colopred.runtime.estimator import SlowdownModel
 from colopred.runtime.features import FEATURES
 
-from .conftest import DATA, ROOT, load_script
+from .conftest import DATA, ROOT, load_study, shipped_dataset
 
-pytestmark = pytest.mark.data
+pytestmark = [pytest.mark.data, pytest.mark.usefixtures("few_trees")]  # the mechanics hold for any forest
 
 NO_SLOWDOWN_SCALE = {"saturating": 0.0, "host_bound": 0.0}
 
 
 @pytest.fixture(scope="module")
 def timeslice():
-    return load_dataset(DATA).for_mode("timeslice")
+    return shipped_dataset().for_mode("timeslice")
 
 
 @pytest.mark.parametrize("scale", ["beyond_size", None])
@@ -267,9 +266,9 @@ def test_host_bound_classes_calibrate_each_class_on_its_own_residuals(timeslice,
 
 
 def test_the_locked_split_is_the_rules_draw_and_every_locked_architecture_was_measured(timeslice):
-    """datasets/h100/locked_split.json is what scripts/lock_split.py's seeded rule draws, and each locked architecture
+    """datasets/h100/locked_split.json is what research/lock_split.py's seeded rule draws, and each locked architecture
     has measured sets (so the locked figure tests it)."""
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "lock_split.py"), "--check"], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, str(ROOT / "research" / "lock_split.py"), "--check"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     locked = locked_architectures(DATA)
     doc = json.loads((DATA / "locked_split.json").read_text())
@@ -289,12 +288,8 @@ def test_the_lock_check_redraws_over_the_architectures_of_the_draw(tmp_path):
     (tmp_path / "profiles" / "ncu").mkdir(parents=True)
     for arch in doc["architectures"] + ["vae", "pixelcnn"]:
         (tmp_path / "profiles" / "ncu" / f"{arch}-b8-fp32.json").write_text("{}")
-    check = [sys.executable, str(ROOT / "scripts" / "lock_split.py"), "--check", "--data", str(tmp_path)]
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        from lock_split import draw
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    check = [sys.executable, str(ROOT / "research" / "lock_split.py"), "--check", "--data", str(tmp_path)]
+    draw = load_study("lock_split").draw
     assert draw(doc["architectures"] + ["vae", "pixelcnn"]) != doc["locked"]
     (tmp_path / "locked_split.json").write_text(json.dumps(doc))
     assert subprocess.run(check, capture_output=True, text=True).returncode == 0
@@ -462,10 +457,10 @@ def test_machine_guarded_predictions_never_learn_from_the_test_rows_machine(time
 
 
 def test_pair_additivity_composes_the_measured_pair_means(timeslice):
-    """scripts/pair_additivity.py: a job's additive composition in a triple is 1 + Σ (s_jk − 1) over the mean measured
+    """research/pair_additivity.py: a job's additive composition in a triple is 1 + Σ (s_jk − 1) over the mean measured
     slowdowns of its pairs with each co-runner, the multiplicative one their product; only rows whose pairs were all
     measured appear."""
-    mod = load_script("pair_additivity")
+    mod = load_study("pair_additivity")
     t = mod.composed(timeslice)
     assert len(t) > 100 and set(t["n_jobs"]) <= {3, 4}
     means = timeslice.groupby(["set", "job"])["slowdown"].mean()
@@ -551,12 +546,12 @@ def test_no_prediction_says_sharing_speeds_a_job_up(timeslice):
 
 
 def test_arch_curve_trains_on_the_drawn_architectures_and_at_all_of_them_is_the_leave_arch_figure(timeslice):
-    """scripts/arch_curve_study.py: a fold's diverse rows hold only drawn architectures and never the held-out one, its
+    """research/arch_curve_study.py: a fold's diverse rows hold only drawn architectures and never the held-out one, its
     volume-matched rows are as many, drawn from every set without it (so other architectures appear); with every other
     architecture drawn both designs are the leave-arch split, and the curve's figure is evaluation's on those rows."""
     from colopred.research.evaluation import out_of_sample
 
-    mod = load_script("arch_curve_study")
+    mod = load_study("arch_curve_study")
     five = {"alexnet", "gin", "lstm_lm", "resnet50", "wide_deep"}
     df = timeslice[timeslice["set_archs"].map(lambda a: set(a) <= five)].reset_index(drop=True)
     rng = np.random.default_rng(0)
@@ -607,14 +602,14 @@ def test_the_shipped_models_scale_only_saturating_jobs_interference(mode):
 
 
 def test_dev_size_exponent_recomputes_each_exponents_coverage_exactly(timeslice):
-    """scripts/dev_size_exponent.py scores every a of both growths from one set of predictions made with
+    """research/dev_size_exponent.py scores every a of both growths from one set of predictions made with
     ``beyond_size`` at a = 0.5: its coverage of the triples predicted by a model of pairs at a = 1 (saturating) and
     0 (host-bound) is the coverage of the intervals of a model fitted with those exponents and that growth; its cells
     add up to the pooled coverage; and its rule keeps 0.5 unless another a is closer to 90% by more than a standard
     error."""
     from colopred.constants import HOST_BOUND_BUSY, INTERVAL_SIZE_EXPONENT
 
-    from colopred.research.interval_rules import size_exponent as dse
+    from research.interval_rules import size_exponent as dse
     pairs, triples = timeslice[timeslice["n_jobs"] == 2], timeslice[timeslice["n_jobs"] == 3]
     fit = {"groups": pairs["arch"]}
     half = SlowdownModel(mode="timeslice", size_exponents=dict.fromkeys(("saturating", "host_bound"), INTERVAL_SIZE_EXPONENT),
@@ -648,7 +643,7 @@ def test_dev_size_exponent_recomputes_each_exponents_coverage_exactly(timeslice)
     objective = dse.design_objective(dse.cell_coverage(pred, chosen_diff))
     se = dse.objective_difference_se(pred, chosen_diff, draws=200)
     assert 0 < se < abs(objective["beyond_load"] - objective["beyond_size"]) + 5
-    flat = dict.fromkeys(dse.SCALES, {"timeslice": {"saturating": 0.0, "host_bound": 0.0}})
+    flat = {scale: {"timeslice": {"saturating": 0.0, "host_bound": 0.0}} for scale in dse.SCALES}
     assert dse.objective_difference_se(pred, flat, draws=50) == 0  # a = 0: both growths are 1, no spread
     assert dse.choose_scale(pd.Series({"beyond_size": 4.5, "beyond_load": 4.0}), 0.6, "beyond_size") == "beyond_size"
     assert dse.choose_scale(pd.Series({"beyond_size": 4.5, "beyond_load": 4.0}), 0.4, "beyond_size") == "beyond_load"
@@ -712,10 +707,10 @@ def test_the_report_counts_the_relabelled_sets_of_each_mode():
     """report.relabel_note: the sets re-measured under relabel/ per mode (a set relabelled in both modes counts in each)."""
     from colopred.research.report import relabel_note
 
-    ds = load_dataset(DATA)
+    ds = shipped_dataset()
     r = ds.rows[ds.rows["relabelled"]]
     note = relabel_note(ds)
     for mode, name in (("timeslice", "time-slicing"), ("mps", "MPS")):
         n = r.loc[r["mode"] == mode, "set"].nunique()
         assert n > 0 and f"{n} {name}" in note
-    assert relabel_note(load_dataset(DATA, relabel=False)) == ""
+    assert relabel_note(shipped_dataset(relabel=False)) == ""

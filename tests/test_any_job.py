@@ -185,6 +185,7 @@ def test_calibrate_measures_the_job_beside_the_reference_and_writes_what_predict
     assert after["observations"] == 1 and after["slowdown"] == pytest.approx(before * factor, rel=2e-3)
 
 
+@pytest.mark.slow  # a second real calibration campaign; the first is in the fast tier
 def test_calibrate_needs_only_the_jobs_own_profile_the_reference_ships(gpu_less, capsys):
     """A folder holding only JOB.json: calibrate measures beside the default reference, copies the package's profile
     of it (of the job's profile source) beside observed.json, and predict reads the file from another folder."""

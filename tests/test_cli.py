@@ -49,7 +49,7 @@ def test_errors_are_one_line_and_nonzero(tmp_path, capsys, args, needle):
     out = tmp_path / "existing.json"
     out.write_text("precious")
     args = [a.format(out=out, bad=bad, dir=tmp_path / "camp") for a in args]
-    code, stdout, err = run(capsys, *args)
+    code, _stdout, err = run(capsys, *args)
     assert code != 0
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("colopred: error:") and needle in lines[0]
@@ -195,7 +195,7 @@ def test_every_option_has_help_and_shows_its_default():
 @pytest.mark.parametrize("args", [["train", "--data", "x", "--out", "y", "--modes", "mps,gpu"],
                                   ["evaluate", "--modes", "fast"]])
 def test_unknown_modes_are_refused_in_one_line(capsys, args):
-    code, out, err = run(capsys, *args)
+    code, _out, err = run(capsys, *args)
     assert code == 2 and err.count("\n") == 1 and "--modes: unknown mode" in err and "timeslice, mps" in err
 
 

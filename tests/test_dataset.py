@@ -9,7 +9,7 @@ from colopred.measurement.harness.campaign import read_config
 from colopred.measurement.harness.reader import read_windows
 from colopred.profile import JobProfile
 
-from .conftest import DATA, load_script
+from .conftest import DATA, load_script, shipped_dataset
 
 RESERVED = re.compile(r"densenet|vit_|\bvit\b|bert|mobilenet_?v3|efficientnet", re.IGNORECASE)
 
@@ -125,7 +125,6 @@ def test_windows_of_campaigns_that_share_record_ids_stay_apart():
     h100-c1 and h100-c1r). Every table must still hold each window once, with its own campaign's
     solo baselines, and the feature rows must see each set with exactly its own members."""
     from colopred.measurement.harness.reader import set_table, slowdown_table
-    from colopred.research.dataset import load_dataset
 
     w = read_windows([DATA / "campaigns" / "h100-c5b", DATA / "campaigns" / "h100-c5br"])
     shared = set(w.loc[w["campaign"] == "h100-c5b", "record_id"]) & set(w.loc[w["campaign"] == "h100-c5br", "record_id"])
@@ -133,15 +132,16 @@ def test_windows_of_campaigns_that_share_record_ids_stay_apart():
     st = set_table(w)
     assert len(st) == (w["kind"] == "colo").sum()
     slow = slowdown_table(w)
+    assert st["window_id"].is_unique
+    delta_of = st.set_index("window_id")["delta"]
     for (camp, wid), g in slow.groupby(["campaign", "window_id"]):
         assert wid.startswith(camp + "/") and len(g) == g["n_jobs"].iloc[0]
-        row = st[st["window_id"] == wid].iloc[0]
-        assert row["delta"] == g["solo_ms"].sum() / g["colo_ms"].max()
+        assert delta_of[wid] == g["solo_ms"].sum() / g["colo_ms"].max()
     # the same set, measured by both campaigns, gives two different measurements
     both = st[st["record_id"].isin(shared) & (st["status"] == "ok")]
     assert both.groupby("record_id")["delta"].nunique().max() == 2
 
-    ds = load_dataset(DATA)
+    ds = shipped_dataset()
     sizes = ds.rows.groupby("window_id").agg(rows=("job", "size"), n_jobs=("n_jobs", "first"), jobs=("job", "nunique"))
     assert (sizes["rows"] == sizes["n_jobs"]).all() and (sizes["jobs"] == sizes["n_jobs"]).all()
 

@@ -12,7 +12,7 @@ TEXT_SUFFIXES = {".py", ".md", ".json", ".txt", ".toml", ".cfg", ".yaml", ".yml"
 def product_text_files():
     """The package's source and data files, the README, the changelog, docs/ and the data cards."""
     files = [p for p in (ROOT / "colopred").rglob("*") if p.is_file() and p.suffix in TEXT_SUFFIXES]
-    files += [p for p in (ROOT / "docs").rglob("*.md")]
+    files += list((ROOT / "docs").rglob("*.md"))
     files += sorted((ROOT / "datasets").glob("*/README.md"))
     files += [ROOT / "README.md", ROOT / "CHANGELOG.md"]
     return files

@@ -205,7 +205,7 @@ def _pairs_only(tmp_path):
     return path
 
 
-def test_evaluate_on_a_dataset_of_pairs_writes_its_report_noting_the_splits_it_cannot_test(tmp_path, capsys):
+def test_evaluate_on_a_dataset_of_pairs_writes_its_report_noting_the_splits_it_cannot_test(tmp_path, capsys, few_trees):
     """A dataset of pairs only has no pairs->triples or quads split: evaluate skips them saying so (the log and the
     report) and writes the report, instead of ending in an IndexError."""
     out = tmp_path / "ds"

@@ -111,7 +111,7 @@ def test_ncu_reader_gives_a_clean_error_or_the_right_kernels(text):
     oracle = _oracle(text)
     assert sum(len(v) for v in oracle.values()) == len(k)
     for kid, dur, dram in zip(k["kernel_id"], k["duration_ns"], k["dram_pct"]):
-        printed = [v for v in oracle[int(kid)]]
+        printed = list(oracle[int(kid)])
         assert any(float(d.replace(",", "")) == dur and float(p) == dram for d, p in printed), (kid, dur, dram, printed)
         assert 0 <= dram <= 100.5 and dur >= 0 and math.isfinite(dur)
     assert k["duration_ns"].sum() > 0
@@ -185,7 +185,7 @@ def test_profile_loader_gives_a_clean_error_or_a_valid_profile(text):
 @given(mutated_doc(MANIFEST))
 def test_manifest_loader_gives_a_clean_error_or_a_valid_manifest(text):
     v = jsonschema.Draft202012Validator(json.loads(schema_text("model_manifest")))
-    with _loaded_or_refused(text, "m.json", read_manifest) as (path, man):
+    with _loaded_or_refused(text, "m.json", read_manifest) as (_path, man):
         if man is not None:
             assert not list(v.iter_errors(man))
             for part in ("point", "interval"):

@@ -135,7 +135,7 @@ def test_bracketing_is_part_of_the_plan_and_old_settings_keep_their_form(tmp_pat
     assert "bracket" not in config().to_dict()  # a campaign.json written before bracketing reads the same
     assert CampaignConfig.from_dict(config(bracket=True).to_dict()).bracket is True
     Campaign(tmp_path / "c", config(bracket=True)).run(lambda mode, jobs: FakePool(mode, jobs))
-    with pytest.raises(Exception, match="settings|plan|differ"):
+    with pytest.raises(Exception, match=r"settings|plan|differ"):
         Campaign(tmp_path / "c", config(), resume=True)
     slow = slowdown_table(read_windows(tmp_path / "c"))
     assert len(slow) and (slow["solo_ms"] == slow["job"].map(SOLO_MS)).all()

@@ -33,7 +33,7 @@ LAB_COLUMNS = ["--column", "set_id=experiment", "--column", "job=workload", "--c
 def refused(capsys, argv) -> str:
     """The one error line of ``colopred ARGV``, after checking exit code 2 and no traceback."""
     code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
+    _out, err = capsys.readouterr()
     assert "Traceback" not in err
     lines = err.strip().splitlines()
     assert code == 2, f"exit {code}: {err[:500]}"

@@ -8,13 +8,14 @@ import pytest
 
 from colopred.errors import InputError, SchemaError
 from colopred.profile import JobProfile
-from colopred.research.dataset import load_dataset
 from colopred.runtime.estimator import SlowdownModel
 from colopred.runtime.features import FEATURES, feature_matrix, profile_matrix
 from colopred.runtime.manifest import load_model, save_model
 from colopred.runtime.predictor import Predictor
 
-from .conftest import DATA
+from .conftest import DATA, shipped_dataset
+
+pytestmark = pytest.mark.usefixtures("few_trees")
 
 PLANTED = 1.25
 """A factor every measured slowdown of one job is multiplied by: an offset of that job alone."""
@@ -23,7 +24,7 @@ PLANTED = 1.25
 @pytest.fixture(scope="module")
 def planted():
     """Time-slicing rows of a third of the measured sets, one job's slowdowns multiplied by PLANTED, and that job."""
-    rows = load_dataset(DATA).for_mode("timeslice")
+    rows = shipped_dataset().for_mode("timeslice")
     rows = rows[rows["window_id"].isin(rows["window_id"].unique()[::3])].reset_index(drop=True)
     job = rows["job"].value_counts().index[0]
     s = rows["slowdown"].to_numpy() * np.where(rows["job"] == job, PLANTED, 1.0)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from colopred.measurement.profiling.ncu_csv import read_ncu_csv
-from colopred.research.kernel_sim import (KernelTrace, host_cadence, simulate, solo_iteration_us,
+from research.kernel_sim import (KernelTrace, host_cadence, simulate, solo_iteration_us,
                                           trace_from_kernels)
 
 from .conftest import DATA

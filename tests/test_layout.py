@@ -31,7 +31,7 @@ def _modules(paths):
 def _imports(path: Path) -> set[str]:
     """Absolute names of every module ``path`` imports (relative imports resolved against its package)."""
     rel = path.relative_to(ROOT).with_suffix("")
-    package = list(rel.parts[:-1]) if rel.name != "__init__" else list(rel.parts[:-1])
+    package = list(rel.parts[:-1])
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -53,6 +53,13 @@ def test_runtime_imports_nothing_from_measurement_research_or_cli():
         hits = sorted(i for i in _imports(f) if i.startswith(FORBIDDEN_FOR_RUNTIME))
         if hits:
             bad[str(f.relative_to(ROOT))] = hits
+    assert not bad, bad
+
+
+def test_the_package_never_imports_the_studies():
+    """``research/`` (the studies, outside the package) is not installed: nothing in colopred/ may import it."""
+    bad = {str(f.relative_to(ROOT)): hits for f in _modules([PKG])
+           if (hits := sorted(i for i in _imports(f) if i == "research" or i.startswith("research.")))}
     assert not bad, bad
 
 
@@ -123,6 +130,68 @@ def test_a_scheduler_predicting_loads_no_gpu_harness_zoo_or_research_code():
     loaded = eval(r.stdout)
     assert loaded and all(m.startswith(("colopred.runtime", "colopred.profile", "colopred.gpu", "colopred.errors", "colopred.io", "colopred.schema",
                                         "colopred.constants")) for m in loaded), loaded
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Module -> the colopred modules it imports anywhere in its text (inside functions and ``TYPE_CHECKING``
+    blocks too): ``from P import n`` is an edge to the module ``P.n`` where there is one, else to ``P``."""
+    files = {}
+    for f in _modules([PKG]):
+        parts = list(f.relative_to(ROOT).with_suffix("").parts)
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    graph = {}
+    for name, f in files.items():
+        package = name.split(".") if f.name == "__init__.py" else name.split(".")[:-1]
+        targets = set()
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = (".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+                        if node.level else node.module)
+                targets |= {f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names}
+        edges = set()
+        for t in targets:
+            parts = t.split(".")
+            while parts and ".".join(parts) not in files:
+                parts.pop()
+            if parts and ".".join(parts) != name:
+                edges.add(".".join(parts))
+        graph[name] = edges
+    return graph
+
+
+def _a_circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of ``graph`` (its modules in order, the first repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(v: str) -> list[str] | None:
+        state[v] = 1
+        path.append(v)
+        for w in sorted(graph[v]):
+            if state.get(w) == 1:
+                return path[path.index(w):] + [w]
+            if w not in state and (found := visit(w)):
+                return found
+        state[v] = 2
+        path.pop()
+        return None
+
+    for v in sorted(graph):
+        if v not in state and (found := visit(v)):
+            return found
+    return None
+
+
+def test_no_module_of_the_package_imports_itself_through_a_circle():
+    """One module owns each definition: no chain of imports in colopred/ comes back to where it started, counting
+    imports made inside functions and for type checking only."""
+    graph = _module_graph()
+    assert len(graph) > 50 and "colopred.runtime.predictor" in graph["colopred.cli.common"]
+    circle = _a_circle(graph)
+    assert circle is None, " -> ".join(circle)
+    assert _a_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]  # the finder finds one
 
 
 def test_the_version_lives_in_one_place():
@@ -223,7 +292,7 @@ def test_campaigns_use_no_distributed_engine_and_one_gpu_measuring_never_loads_t
             "gp.make_pool_factory = lambda **k: (lambda m, j: FakePool(m, j)); "
             "rc = main(['measure', '--jobs', 'resnet18-b2-fp32,dlrm-b8-fp32', '--sets', 'pairs', '--mode', 'mps', '--out', sys.argv[1], "
             "'--no-nvml', '-q', '--no-progress']); "
-            "print(rc, sorted(m for m in sys.modules if 'multigpu' in m or m.split('.')[0] in %r))" % (DISTRIBUTED_ENGINES,))
+            f"print(rc, sorted(m for m in sys.modules if 'multigpu' in m or m.split('.')[0] in {DISTRIBUTED_ENGINES!r}))")
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:

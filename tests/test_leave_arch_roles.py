@@ -1,4 +1,4 @@
-"""The per-architecture table of scripts/leave_arch_roles.py: how much of the leave-arch error is each unseen job's
+"""The per-architecture table of research/leave_arch_roles.py: how much of the leave-arch error is each unseen job's
 own bias."""
 
 from pathlib import Path
@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from .conftest import load_script
+from .conftest import load_study
 
-study = load_script("leave_arch_roles")
+study = load_study("leave_arch_roles")
 
 
 def _rows(errors: dict[str, list[float]], mode="mps", role="target unseen"):
@@ -73,12 +73,12 @@ def test_a_job_of_one_row_has_no_one_shot_figure():
 
 
 def test_the_bias_study_counts_idle_gaps_of_the_merged_gpu_activity_and_scores_out_of_sample():
-    """``scripts/job_bias_study.py``: overlapping GPU activities are merged before gaps are counted, host events are
+    """``research/job_bias_study.py``: overlapping GPU activities are merged before gaps are counted, host events are
     not GPU activity; the grouped out-of-sample R² is high for a bias that is a function of a candidate and at most
     about zero for noise."""
     from sklearn.linear_model import LinearRegression
 
-    bias = load_script("job_bias_study")
+    bias = load_study("job_bias_study")
     ev = pd.DataFrame({"kind": ["kernel", "kernel", "runtime", "memcpy", "kernel"],
                        "name": ["a", "b", "cudaStreamSynchronize", "Memcpy DtoH", "c"],
                        "start_us": [0.0, 5.0, 20.0, 60.0, 700.0], "dur_us": [10.0, 10.0, 1.0, 5.0, 10.0]})
@@ -97,7 +97,7 @@ def test_the_bias_study_weights_launch_attributes_by_kernel_time(monkeypatch):
     share is registers × resident threads / 65,536 capped at 1, and the grain shares count kernel time, not kernels."""
     from types import SimpleNamespace
 
-    bias = load_script("job_bias_study")
+    bias = load_study("job_bias_study")
     kernels = pd.DataFrame({"duration_ns": [10e3, 30e3, 160e3],  # 10, 30 and 160 µs
                             "registers_per_thread": [32.0, 64.0, 255.0], "theo_occupancy_pct": [100.0, 50.0, 100.0],
                             "block_size": [128.0, 256.0, 512.0], "waves_per_sm": [0.5, 2.0, 8.0]})
@@ -118,7 +118,7 @@ def test_the_bias_study_reads_launch_attributes_from_a_real_report():
     with the kernel table read independently."""
     from colopred.measurement.profiling.ncu_csv import read_ncu_csv
 
-    bias = load_script("job_bias_study")
+    bias = load_study("job_bias_study")
     path = Path(__file__).parent / "fixtures" / "ncu_resnet18_b64_h100.csv.gz"
     a = bias.launch_attributes(path)
     k = read_ncu_csv(path).kernels

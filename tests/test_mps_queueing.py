@@ -1,21 +1,21 @@
-"""The pure functions of the load-dependent MPS wait study (scripts/mps_queueing_study.py), on the H100 MPS rows."""
+"""The pure functions of the load-dependent MPS wait study (research/mps_queueing_study.py), on the H100 MPS rows."""
 
 import numpy as np
 import pytest
 
-from colopred.research.dataset import load_dataset, load_profiles_dir
+from colopred.research.dataset import load_profiles_dir
 from colopred.runtime.baseline import baseline_terms
 from colopred.runtime.features import FEATURES
 
-from .conftest import DATA, load_script
+from .conftest import DATA, load_study, shipped_dataset
 
-study = load_script("mps_queueing_study")
+study = load_study("mps_queueing_study")
 
 
 @pytest.fixture(scope="module")
 def mps():
     """The measured MPS rows of a few windows of each set size (2, 3, 4), and their co-runner values."""
-    rows = load_dataset(DATA).for_mode("mps")
+    rows = shipped_dataset().for_mode("mps")
     keep = [w for n in (2, 3, 4) for w in rows.loc[rows["n_jobs"] == n, "window_id"].unique()[:5]]
     df = rows[rows["window_id"].isin(keep)].reset_index(drop=True)
     return df, study.co_runner_values(df)

@@ -62,7 +62,7 @@ def test_shards_measure_every_set_once_with_their_own_solo_windows_and_balanced_
         firsts = Counter(w.jobs for w in everything if w.mode == mode and w.kind == "colo" and w.repeat == 0)
         n_cross = round(0.25 * len(c.sets))
         assert set(firsts) == set(c.sets) and sorted(Counter(firsts.values()).items()) == [(1, len(c.sets) - n_cross), (2, n_cross)]
-        for k, p in enumerate(plans):
+        for p in plans:
             ws = [w for w in p if w.mode == mode]
             used = {j for w in ws if w.kind == "colo" for j in w.jobs}
             assert {w.jobs[0] for w in ws if w.kind == "solo"} == used  # solo windows of exactly its jobs, on its GPU
@@ -218,7 +218,7 @@ def test_a_killed_shard_is_restarted_and_the_plan_completes_exactly_once(tmp_pat
     runs = [r["run_id"] for r in iter_records(out / "windows.shard2.jsonl")]
     assert len(set(runs)) == 2 and 3 <= runs.index(runs[-1]) < plan2  # killed after >= 3 windows, resumed
     assert set(slowdown_table(w)["gpu_uuid"]) == {f"GPU-fake-{k}" for k in range(4)}
-    assert camp.run([0, 1, 2, 3], _launcher(out, started)) == {k: 0 for k in range(4)} and len(started) == 5  # nothing left
+    assert camp.run([0, 1, 2, 3], _launcher(out, started)) == dict.fromkeys(range(4), 0) and len(started) == 5  # nothing left
 
 
 def test_a_shard_that_keeps_dying_is_left_for_resume(tmp_path):
@@ -242,7 +242,7 @@ def test_a_shard_that_keeps_dying_is_left_for_resume(tmp_path):
     assert codes[1] == -9 and launched.count(1) == 3 and all(codes[k] == 0 for k in (0, 2, 3))
     assert not (out / "windows.shard1.jsonl").exists()
     codes = ShardedCampaign(out, None, resume=True).run([4, 5, 6, 7], _launcher(out, [], 0.0), poll_s=0.02)  # other GPUs
-    assert codes == {k: 0 for k in range(4)}
+    assert codes == dict.fromkeys(range(4), 0)
     w = read_windows(out)
     assert set(w["record_id"]) == {x.window_id for x in full_plan(c)}
     assert set(w[w["shard"] == 1]["gpu_uuid"]) == {"GPU-fake-5"}

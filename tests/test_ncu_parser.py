@@ -155,7 +155,7 @@ def test_real_failed_application_replay_output_is_a_clear_error():
 
 def test_missing_metric_error_names_the_ncu_flag(report_text, write):
     p = write("m.csv", report_text.replace("gpu__time_duration.sum", "gpu__time_duration.max_renamed"))
-    with pytest.raises(InputError, match="--metrics gpu__time_duration.sum"):
+    with pytest.raises(InputError, match=r"--metrics gpu__time_duration\.sum"):
         read_ncu_csv(p)
 
 

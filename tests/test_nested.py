@@ -1,4 +1,4 @@
-"""Nested cross-validation of the interval's calibration (colopred.research.nested)."""
+"""Nested cross-validation of the interval's calibration (research.nested)."""
 
 from types import SimpleNamespace
 
@@ -7,12 +7,11 @@ import pandas as pd
 import pytest
 
 from colopred.measurement.zoo.registry import ARCH_FAMILY
-from colopred.research import nested
-from colopred.research.dataset import load_dataset
-from colopred.research.interval_rules import size_exponent, slowdown_scale
+from research import nested
+from research.interval_rules import size_exponent, slowdown_scale
 from colopred.research.protocol import is_locked
 
-from .conftest import DATA
+from .conftest import shipped_dataset
 
 ARCHS = ["alexnet", "convnext_tiny", "dlrm", "dqn", "gin", "googlenet", "gpt2_small", "graphsage", "lstm_lm", "nerf",
          "pixelcnn", "pointnet", "ppo_impala", "r3d_18", "regnetx_400mf", "resnet18", "resnet50", "s4d_lm", "se_resnet50",
@@ -102,7 +101,7 @@ def test_choose_constants_scores_the_growth_from_each_class_at_its_chosen_slowdo
 @pytest.fixture(scope="module")
 def small():
     """The time-sliced rows of the sets of eight architectures, as a dataset."""
-    ds = load_dataset(DATA)
+    ds = shipped_dataset()
     keep = {"resnet18", "gpt2_small", "dqn", "vgg16", "lstm_lm", "unet", "dlrm", "pointnet"}
     df = ds.for_mode("timeslice")
     df = df[df["set_archs"].map(lambda a: set(a) <= keep)].reset_index(drop=True)
@@ -111,7 +110,7 @@ def small():
 
 
 @pytest.mark.data
-def test_fold_predictions_test_each_fold_row_once_from_the_sets_without_its_architectures(small, monkeypatch):
+def test_fold_predictions_test_each_fold_row_once_from_the_sets_without_its_architectures(small, monkeypatch, few_trees):
     fold = ["dqn", "unet"]
     df = small.frame
     fitted = []
@@ -197,7 +196,7 @@ def test_the_unseen_width_rule_chooses_the_shipped_factors_from_the_development_
     folds (the locked fold 0 left out); each κ's coverage is the share of rows whose |log error| is within κ times
     their half-width, and a wider κ never covers less."""
     from colopred.constants import INTERVAL_UNSEEN_WIDTHS
-    from colopred.research.interval_rules import target_class, unseen_width
+    from research.interval_rules import target_class, unseen_width
 
     rows = unseen_width.unseen_rows(_committed_folds(source))
     assert set(rows["training"]) == {"fold-out"} and set(rows["split"]) == set(unseen_width.EXTRAPOLATING)
@@ -208,7 +207,7 @@ def test_the_unseen_width_rule_chooses_the_shipped_factors_from_the_development_
     err = np.abs(np.log(sat["slowdown"] / sat["pred_shipped"]))
     got = cov.set_index(["mode", "jobs", "kappa"])["coverage_pct"]
     assert got[("timeslice", "saturating", 1.5)] == pytest.approx(100 * np.mean(err <= 1.5 * np.log(sat["hi_shipped"] / sat["pred_shipped"])))
-    for (mode, cls), g in cov.groupby(["mode", "jobs"]):
+    for (_mode, _cls), g in cov.groupby(["mode", "jobs"]):
         assert np.all(np.diff(g.sort_values("kappa")["coverage_pct"].to_numpy()) >= 0)
     # changing the locked fold's rows changes nothing the rule sees
     moved = rows.assign(slowdown=np.where(rows["fold"] == unseen_width.LOCKED_FOLD, rows["slowdown"] * 3, rows["slowdown"]))
@@ -216,7 +215,7 @@ def test_the_unseen_width_rule_chooses_the_shipped_factors_from_the_development_
 
 
 def test_the_unseen_width_rule_keeps_one_unless_a_factor_is_closer_by_a_standard_error():
-    from colopred.research.interval_rules import unseen_width
+    from research.interval_rules import unseen_width
 
     rows = 400  # SE 1.5 points
     table = pd.DataFrame([{"mode": "mps", "jobs": "saturating", "kappa": k, "rows": rows, "coverage_pct": c}
@@ -229,7 +228,7 @@ def test_the_unseen_width_rule_keeps_one_unless_a_factor_is_closer_by_a_standard
 @pytest.mark.data
 def test_nested_unseen_widths_choose_each_folds_factor_without_its_rows_and_widen_only_unseen_jobs_in_larger_sets():
     from colopred.constants import INTERVAL_UNSEEN_WIDTHS
-    from colopred.research.interval_rules import target_class, unseen_width
+    from research.interval_rules import target_class, unseen_width
 
     pred = _committed_folds("ncu")
     rows = unseen_width.unseen_rows(pred)

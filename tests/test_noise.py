@@ -1,4 +1,4 @@
-"""Label-noise analysis (colopred.research.noise) on hand-made tables with known answers and on recorded windows."""
+"""Label-noise analysis (research.noise) on hand-made tables with known answers and on recorded windows."""
 
 from pathlib import Path
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from colopred.measurement.harness.reader import read_windows, slowdown_table
-from colopred.research.noise import PAIR_KINDS, repeat_pairs, solo_time_effect, spread_table
+from research.noise import PAIR_KINDS, repeat_pairs, solo_time_effect, spread_table
 
 DATA = Path(__file__).resolve().parents[1] / "datasets" / "h100"
 

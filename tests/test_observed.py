@@ -16,7 +16,7 @@ from colopred.profile import JobProfile
 from colopred.runtime.predictor import Predictor
 from colopred.schema import problems
 
-from .conftest import DATA, load_script
+from .conftest import DATA, load_study
 from .test_cli import run
 from .test_placement_cli import NAMES, PROFILES
 
@@ -110,7 +110,7 @@ def test_bad_observations_are_refused_in_one_line(jobs, mps):
         Observation((a, b), (1.5,))
     with pytest.raises(ValueError, match="positive"):
         Observation((a, b), (1.5, float("nan")))
-    with pytest.raises(ValueError, match="at least|2 to"):
+    with pytest.raises(ValueError, match=r"at least|2 to"):
         Observation((a,), (1.5,))
     with pytest.raises(ValueError, match="prior_weight"):
         mps.observe([Observation((a, b), (1.5, 1.2))], prior_weight=-1)
@@ -190,7 +190,7 @@ def _rows(offsets, noise, n=12, seed=1):
 
 
 def test_the_shrinkage_study_trusts_a_pure_offset_and_ignores_pure_noise():
-    study = load_script("dev_observed_shrinkage")
+    study = load_study("dev_observed_shrinkage")
     offset = _rows([0.2, -0.15, 0.1, -0.3], noise=0.0)
     table = study.score_table(offset, draws=5)
     assert study.choose(table) == {"mps": 0.0}
@@ -261,7 +261,7 @@ def _probe_rows(offsets, n_other=4):
 
 
 def test_the_probe_study_chooses_the_probe_whose_pair_carries_the_job_s_offset():
-    study = load_script("probe_study")
+    study = load_study("probe_study")
     rows = _probe_rows([0.2, -0.1, 0.15, -0.25])
     table = study.candidate_table(rows, min_jobs=4)
     assert set(table["probe"]) == {"good", "bad"} and study.choose(table) == "good"

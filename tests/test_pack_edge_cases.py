@@ -197,7 +197,7 @@ def test_cli_queue_reasons_name_the_binding_limit(tmp_path, capsys):
     req = tmp_path / "pack12.json"
     req.write_text(json.dumps({"schema": "colopred.placement_request", "mode": "mps", "n_gpus": 2, "limits": {"max_per_gpu": 3},
                                "jobs": [{"profile": str(p)} for p in sorted(PROFILES.glob("*.json"))[:12]]}))
-    code, out, err = run(capsys, "pack", req)
+    code, out, _err = run(capsys, "pack", req)
     assert code == 0 and "6 of 12 jobs placed" in out
     assert "queued: alexnet-b128-fp32: no room: every GPU is at max_per_gpu (3 jobs)" in out
     assert "max_slowdown" not in out and "before it" not in out

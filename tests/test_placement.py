@@ -2,7 +2,6 @@
 
 import pytest
 
-from colopred.research.dataset import load_dataset
 from colopred.research.placement_study import (
     compare_placements,
     find_scenario,
@@ -12,13 +11,13 @@ from colopred.research.placement_study import (
     placement_table,
 )
 
-from .conftest import DATA
+from .conftest import shipped_dataset
 
 pytestmark = [pytest.mark.data, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def dataset():
-    return load_dataset(DATA)
+    return shipped_dataset()
 
 
 def test_perfect_matchings_are_all_distinct_pairings():
@@ -51,7 +50,7 @@ def test_pack_beats_random_and_one_job_per_gpu_on_measured_pairs(dataset, mode):
     measured totals), so only the weaker claim is checked there."""
     t = placement_table(dataset, modes=(mode,))
     packed_total = rand_total = 0.0
-    for sid, g in t.groupby("scenario_id"):
+    for _sid, g in t.groupby("scenario_id"):
         by = g.set_index("policy")
         jobs = g["scenario"].iloc[0].split(": ")[1].split(", ")
         packed = by.loc["colopred pack (pairs unseen in training)", "throughput"]

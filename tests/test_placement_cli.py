@@ -29,7 +29,7 @@ def _request(tmp_path):
 def test_pack_request_end_to_end(tmp_path, capsys):
     req = tmp_path / "req.json"
     req.write_text(json.dumps(_request(tmp_path)))
-    code, out, err = run(capsys, "pack", req, "--json", "-o", tmp_path / "placement.json")
+    code, out, _err = run(capsys, "pack", req, "--json", "-o", tmp_path / "placement.json")
     assert code == 0
     got = json.loads(out)
     assert got == json.loads((tmp_path / "placement.json").read_text())

@@ -11,13 +11,12 @@ import pytest
 from colopred.errors import InputError, SchemaError
 from colopred.profile import JobProfile
 from colopred.research.baselines import busy_analytic
-from colopred.research.dataset import load_dataset
 from colopred.research.evaluation import splits
 from colopred.runtime.estimator import SlowdownModel
 from colopred.runtime.features import FEATURES, feature_frame
 from colopred.runtime.predictor import Predictor
 
-from .conftest import DATA, ROOT
+from .conftest import DATA, ROOT, shipped_dataset
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +26,7 @@ def profiles():
 
 @pytest.fixture(scope="module")
 def dataset():
-    return load_dataset(DATA)
+    return shipped_dataset()
 
 
 def test_features_are_permutation_invariant(profiles):
@@ -277,11 +276,11 @@ def test_gpm_profiles_get_the_gpm_model_and_the_ncu_model_refuses_them(profiles)
         assert g.profile_source == "nvml" and g.manifest["profile_source"] == "nvml" and g.mode == mode
         assert not [f for f in g.model.features_ if f.endswith(GPM_LACKS)]
         assert Predictor.for_profiles(mode, ncu).profile_source == "ncu"
-        with pytest.raises(ValueError, match="resnet18-b64-fp32 is an NVML GPM profile and this .* trained on ncu"):
+        with pytest.raises(ValueError, match=r"resnet18-b64-fp32 is an NVML GPM profile and this .* trained on ncu"):
             Predictor.default(mode).predict(gpm)
         with pytest.raises(ValueError, match="is an NVML GPM profile"):
             Predictor.default(mode).predict_many([gpm])
-        with pytest.raises(ValueError, match="resnet18-b64-fp32 is an ncu profile and this .* reads NVML GPM profiles"):
+        with pytest.raises(ValueError, match=r"resnet18-b64-fp32 is an ncu profile and this .* reads NVML GPM profiles"):
             g.predict(ncu)
         with pytest.raises(ValueError, match="is an ncu profile and gpt2_small-b8-bf16 an NVML GPM profile"):
             Predictor.for_profiles(mode, [ncu[0], gpm[1]])
@@ -523,8 +522,8 @@ def test_feature_rows_match_a_direct_computation_for_any_set_size(profiles):
         slots = np.sort(rng.choice(5, k, replace=False))
         sets[r, slots] = rng.choice(len(P), k, replace=False)
     packed = np.array([sorted(r, key=lambda v: v < 0) for r in sets])  # every set fills its first slots, as a dataset's
-    for sets in (sets, packed):
-        check_rows(P, sets)
+    for some in (sets, packed):
+        check_rows(P, some)
 
 
 def check_rows(P, sets):

@@ -1,5 +1,5 @@
 """The prospective campaigns (datasets/h100/prospective: sets never trained on, measured after the models that
-predict them) and the scripts that plan and score them (scripts/make_sets.py, scripts/prospective_check.py)."""
+predict them) and the scripts that plan and score them (scripts/make_sets.py, research/prospective_check.py)."""
 
 import shutil
 import sys
@@ -10,7 +10,7 @@ from colopred.measurement.harness.campaign import read_config
 from colopred.measurement.harness.plan import expand_sets
 from colopred.research.dataset import dataset_from, load_profiles_dir
 
-from .conftest import DATA, ROOT, load_script
+from .conftest import DATA, ROOT, load_script, load_study
 
 PROSPECTIVE = DATA / "prospective"
 
@@ -62,7 +62,7 @@ def test_prospective_campaigns_load_with_every_set_and_a_slowdown_per_job():
 def test_the_h200_campaign_of_new_architectures_loads_from_h200_profiles_and_is_scored_as_unseen(tmp_path, monkeypatch):
     """datasets/h200/prospective/h200-c27 (sets of scripts/sets/h100-c27.txt measured on an H200, both modes): every
     member has an H200 ncu profile (its own folder or datasets/h200/profiles/ncu), every set of the sets file has a
-    slowdown per job in each mode, and scripts/prospective_check.py scores the jobs the shipped models never trained
+    slowdown per job in each mode, and research/prospective_check.py scores the jobs the shipped models never trained
     on (dgcnn, gat, gru_lm) as new, by the manifest's jobs, from both profile folders."""
     import pandas as pd
 
@@ -81,7 +81,7 @@ def test_the_h200_campaign_of_new_architectures_loads_from_h200_profiles_and_is_
         assert {tuple(sorted(s.split("+"))) for s in got["set"]} == {tuple(sorted(s)) for s in planned}
         assert set(got.groupby("window_id").size()) <= {2, 3} and np.isfinite(got["slowdown"]).all()
     out = tmp_path / "out"
-    script = load_script("prospective_check")
+    script = load_study("prospective_check")
     shipped = ROOT / "colopred" / "runtime" / "models"
     # the working tree's shipped models stand for a commit's (no git history needed)
     monkeypatch.setattr(script, "models_at", lambda rev, folder: [shutil.copy(f, folder) for f in shipped.iterdir() if f.is_file()])

@@ -1,6 +1,6 @@
 """Relabelled rows (colopred.research.dataset: the time-slicing sets re-measured under datasets/h100/relabel take the
-mean of their windows there as their label) and the re-labelling scripts (scripts/relabel_status.py,
-scripts/relabel_study.py), on the chunks measured on the H100."""
+mean of their windows there as their label) and the re-labelling scripts (research/relabel_status.py,
+research/relabel_study.py), on the chunks measured on the H100."""
 
 import json
 import shutil
@@ -17,7 +17,7 @@ from colopred.research.dataset import load_dataset, load_profiles_dir, relabelle
 from colopred.research.evaluation import metrics
 from colopred.runtime.features import FEATURES, feature_frame
 
-from .conftest import DATA, load_script
+from .conftest import DATA, load_study, shipped_dataset
 
 ROOT = Path(__file__).parents[1]
 RELABEL = ROOT / "datasets" / "h100" / "relabel"
@@ -38,12 +38,12 @@ def chunk_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def raw():
     """datasets/h100 with every window its own label (the training rows before relabelling)."""
-    return load_dataset(DATA, relabel=False)
+    return shipped_dataset(relabel=False)
 
 
 @pytest.fixture(scope="module")
 def relab():
-    return load_dataset(DATA)
+    return shipped_dataset()
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def remeasured() -> pd.DataFrame:
 def test_each_relabelled_row_is_the_mean_of_its_windows_in_the_run(chunk_dir):
     """One row per (set, job) of the chunk: the mean of the slowdowns of its three windows, the job described by its
     profile re-timed to the mean of its solo baselines there."""
-    assert load_script("relabel_study").relabelled_rows is relabelled_rows  # the study builds them as the library does
+    assert load_study("relabel_study").relabelled_rows is relabelled_rows  # the study builds them as the library does
     profiles = load_profiles_dir(ROOT / "datasets" / "h100" / "profiles" / "ncu")
     rows = relabelled_rows(chunk_dir, profiles)
     w = R.read_windows(chunk_dir / CHUNK)
@@ -171,7 +171,7 @@ def test_relabel_records_change_the_hash_by_content_and_place(small, tmp_path):
     assert not moved.relabelled and moved.data_hash not in (a.data_hash, b.data_hash)
 
 
-def test_train_records_the_labels_and_no_relabel_keeps_the_windows(small, tmp_path, capsys):
+def test_train_records_the_labels_and_no_relabel_keeps_the_windows(small, tmp_path, capsys, few_trees):
     for flag, relabelled in (([], True), (["--no-relabel"], False)):
         out = tmp_path / ("r" if relabelled else "w") / "m"
         assert main(["train", "--data", str(small), "--out", str(out), "--modes", "timeslice", "--no-metrics", "-q", *flag]) == 0
@@ -183,7 +183,7 @@ def test_train_records_the_labels_and_no_relabel_keeps_the_windows(small, tmp_pa
 
 @pytest.mark.slow
 def test_gpm_profiles_describe_the_same_relabelled_labels(relab):
-    nvml = load_dataset(DATA, profile_source="nvml")
+    nvml = shipped_dataset(profile_source="nvml")
     assert nvml.relabelled and nvml.data_hash != relab.data_hash
     a, b = (d.rows[d.rows["relabelled"]].sort_values(["window_id", "job"]).reset_index(drop=True) for d in (relab, nvml))
     pd.testing.assert_frame_equal(a[["window_id", "job", "slowdown", "solo_ms", "windows"]], b[["window_id", "job", "slowdown", "solo_ms", "windows"]],
@@ -195,7 +195,7 @@ def test_gpm_profiles_describe_the_same_relabelled_labels(relab):
 
 
 def test_relabel_status_label_table_gives_the_standard_error_of_each_mean(chunk_dir):
-    status = load_script("relabel_status")
+    status = load_study("relabel_status")
     w = R.read_windows(chunk_dir / CHUNK)
     lab = status.label_table(w)
     sl = R.slowdown_table(w)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import warnings
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -28,7 +29,7 @@ from colopred.runtime.manifest import read_manifest, shipped_models_dir
 from colopred.runtime.predictor import Predictor
 from colopred.schema import load_schema, problems, schema_text
 
-from .conftest import DATA, ROOT
+from .conftest import DATA, ROOT, shipped_dataset
 from .test_harness import FakePool, config
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -130,7 +131,7 @@ def test_manifest_files_lie_in_the_manifests_own_folder(tmp_path, part, name):
 
 @pytest.mark.slow
 def test_shipped_experience_keys_are_recomputed_from_the_shipped_data_and_change_no_prediction(tmp_path):
-    """scripts/add_manifest_ranges.py added max_set_size and feature_ranges to the shipped manifests without
+    """research/add_manifest_ranges.py added max_set_size and feature_ranges to the shipped manifests without
     retraining: recomputed from the data they are the same, and a manifest without them predicts identically."""
     from colopred.research.training import experience, manifest_dataset
     from colopred.runtime.features import FEATURES
@@ -297,11 +298,10 @@ def _predictions(path, X):
 @pytest.fixture(scope="module")
 def two_models(tmp_path_factory):
     """Two different fitted mps models: the shipped one and one fitted on a part of the shipped data."""
-    from colopred.research.dataset import load_dataset
     from colopred.runtime.estimator import SlowdownModel
     from colopred.runtime.features import FEATURES
 
-    rows = load_dataset(DATA).for_mode("mps")
+    rows = shipped_dataset().for_mode("mps")
     rows = rows[rows["n_jobs"] == 2].iloc[:300]
     X = rows[list(FEATURES)].to_numpy()
     other = SlowdownModel(mode="mps", params={"n_estimators": 20}).fit(X, rows["slowdown"].to_numpy(), groups=rows["arch"].to_numpy())
@@ -378,7 +378,7 @@ def test_resume_retries_failed_windows_up_to_the_limit(tmp_path):
     class Dying(FakePool):
         """The worker of job d dies in every window it is in; job c's dies only on the first attempt."""
 
-        seen: dict = {}
+        seen: ClassVar[dict] = {}
 
         def run_window(self, jobs, d, w):
             res, gpm = super().run_window(jobs, d, w)
@@ -417,7 +417,7 @@ def test_resume_refuses_records_of_another_plan(tmp_path):
     r = json.loads(recs[0])
     r["jobs"] = list(reversed(r["jobs"])) if len(r["jobs"]) > 1 else ["d-b1-fp32"]
     (out / "windows.jsonl").write_text("\n".join([json.dumps(r)] + recs[1:]) + "\n")
-    with pytest.raises(InputError, match="record 1 .* does not match the plan"):
+    with pytest.raises(InputError, match=r"record 1 .* does not match the plan"):
         Campaign(out, None, resume=True).run(lambda m, j: FakePool(m, j))
 
 

@@ -42,6 +42,8 @@ def test_every_shipped_schema_is_a_draft_2020_12_schema_the_package_validator_im
         load_schema(name)  # refuses a keyword colopred's validator does not implement
 
 
+@pytest.mark.slow
+@pytest.mark.data
 def test_every_recorded_window_validates():
     assert len(RECORD_FILES) >= 30
     v, n = validator("window_record"), 0

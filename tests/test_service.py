@@ -31,12 +31,12 @@ def local(job: str) -> JobProfile:
 
 
 def post(server: Server, path: str, body, **kw):
-    status, headers, data = call(server.url + path, "POST", body, **kw)
+    status, _headers, data = call(server.url + path, "POST", body, **kw)
     return status, json.loads(data) if data else None
 
 
 def put(server: Server, path: str, body, **kw):
-    status, headers, data = call(server.url + path, "PUT", body, **kw)
+    status, _headers, data = call(server.url + path, "PUT", body, **kw)
     return status, json.loads(data)
 
 
@@ -202,7 +202,7 @@ def test_bad_requests_get_one_json_error_naming_the_field(server):
         (b"", 422, "body"),
     ]
     for raw, status, field in cases:
-        got, headers, data = call(server.url + "/v1/predict", "POST", raw=raw)
+        got, _headers, data = call(server.url + "/v1/predict", "POST", raw=raw)
         doc = json.loads(data)
         assert (got, doc["field"]) == (status, field), (raw[:60], doc)
         assert doc["error"].startswith(field) and "\n" not in doc["error"]
@@ -216,7 +216,7 @@ def test_bad_requests_get_one_json_error_naming_the_field(server):
     status, doc = post(server, "/v1/pack", {"mode": "mps", "jobs": [{"profile": JOBS[0]}] * 6000, "n_gpus": 1})
     assert status == 413 and doc["field"] == "jobs"
     big = b'{"mode": "mps", "jobs": ["' + b"y" * (17 * 1024 * 1024) + b'"]}'
-    status, headers, data = call(server.url + "/v1/predict", "POST", raw=big)
+    status, _headers, data = call(server.url + "/v1/predict", "POST", raw=big)
     assert status == 413 and json.loads(data)["field"] == "body"
     import http.client
 
@@ -231,7 +231,7 @@ def test_bad_requests_get_one_json_error_naming_the_field(server):
     assert r.status == 200 and json.loads(r.read())["mode"] == "mps"
     status, doc = get(server, "/v1/nowhere")
     assert status == 404 and doc["field"] == "path"
-    status, headers, data = call(server.url + "/v1/predict", "GET")
+    status, _headers, data = call(server.url + "/v1/predict", "GET")
     assert status == 405 and json.loads(data)["error"].startswith("method")
     assert get(server, "/healthz")[0] == 200
 
@@ -246,7 +246,7 @@ def test_openapi_describes_every_endpoint_with_the_shipped_schemas(server):
     assert comps["prediction"]["properties"].keys() == schema("prediction")["properties"].keys()
     assert doc["paths"]["/v1/pack"]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"] == \
         "#/components/schemas/placement_request"
-    refs = {m for m in json.dumps(doc).split('"$ref": "')[1:]}
+    refs = set(json.dumps(doc).split('"$ref": "')[1:])
     for r in refs:  # every reference resolves
         name = r.split('"')[0].split("/")[-1]
         assert name in comps, name
@@ -376,7 +376,7 @@ def test_a_store_on_a_network_file_system_is_refused(tmp_path, monkeypatch):
     from colopred.service.store import StoreError, sqlite
 
     monkeypatch.setattr(sqlite, "filesystem_type", lambda folder: "nfs4")
-    with pytest.raises(StoreError, match="network file system.*postgresql"):
+    with pytest.raises(StoreError, match=r"network file system.*postgresql"):
         sqlite.SqliteStore(tmp_path / "store")
 
 
@@ -429,7 +429,7 @@ def test_a_start_from_a_checkpoint_holds_the_state_a_full_replay_holds(tmp_path,
 
     def add(n):
         records = []
-        for i in range(n):
+        for _i in range(n):
             jobs = rng.choice(JOBS, size=2, replace=False)
             s = rng.uniform(1.05, 2.5, size=2)
             records.append(ObservationRecord(0, "mps", model, now_utc(), tuple(

@@ -32,7 +32,7 @@ def _sets(measured: dict, predicted: dict | None = None) -> MeasuredSets:
 
 
 def _job(i, zoo, arrival, seconds):
-    return TraceJob(i, "x", zoo, arrival, int(round(seconds * 1e3 / PROFILES[zoo].iteration_ms)))
+    return TraceJob(i, "x", zoo, arrival, round(seconds * 1e3 / PROFILES[zoo].iteration_ms))
 
 
 def test_a_shared_gpu_runs_each_job_at_its_measured_slowdown():

@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from colopred.research.interval_rules import slowdown_scale as study
+from research.interval_rules import slowdown_scale as study
 
 
 def _predictions(widths: dict[float, float], mode="mps", busy=1.0, n=400, seed=0):

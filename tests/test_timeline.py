@@ -92,7 +92,7 @@ def test_shipped_profiles_carry_their_timelines_overlap():
 def test_bad_timelines_and_overlaps_are_refused(tmp_path):
     bad = tmp_path / "x.timeline.csv.gz"
     pd.DataFrame({"kind": ["kernel"], "start_us": [0.0]}).to_csv(bad, index=False)
-    with pytest.raises(InputError, match="x.timeline.csv.gz.*missing columns"):
+    with pytest.raises(InputError, match=r"x\.timeline\.csv\.gz.*missing columns"):
         read_timeline(bad)
     p = JobProfile.from_json(DATA / "profiles" / "ncu" / "resnet18-b64-fp32.json")
     for v in (0.5, float("nan")):
@@ -174,7 +174,7 @@ def test_shipped_gpm_profiles_carry_their_launch_timelines_fields(gpu):
     for path in paths:
         p = JobProfile.from_json(path)
         tl = root / "timelines" / "launch" / f"{p.name}.timeline.csv.gz"
-        again = with_timeline(p.with_(**{f: None for f in GPM_TIMELINE_FIELDS}), tl)
+        again = with_timeline(p.with_(**dict.fromkeys(GPM_TIMELINE_FIELDS)), tl)
         # equal to the last few bits: the wait is a float sum whose order numpy/pandas versions may change
         a, b = again.to_dict(), p.to_dict()
         assert a.keys() == b.keys(), p.name
@@ -207,7 +207,7 @@ def test_a_trace_without_kernels_is_its_own_error(tmp_path):
 
     cpu_only = tmp_path / "cpu_only.json"
     cpu_only.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 0, "dur": 3}]}))
-    with pytest.raises(NoKernelError, match="cpu_only.json: no GPU kernel"):
+    with pytest.raises(NoKernelError, match=r"cpu_only\.json: no GPU kernel"):
         load_timeline(cpu_only)
     assert issubclass(NoKernelError, InputError)
 

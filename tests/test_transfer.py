@@ -1,4 +1,4 @@
-"""The cross-GPU transfer study (colopred.research.transfer) on the recorded H200 campaigns and H100 profiles."""
+"""The cross-GPU transfer study (research.transfer) on the recorded H200 campaigns and H100 profiles."""
 
 import json
 import re
@@ -8,11 +8,11 @@ import pytest
 
 from colopred.errors import InputError
 from colopred.measurement.harness.reader import read_windows, slowdown_table
-from colopred.research import transfer
+from research import transfer
 from colopred.research.dataset import load_profiles_dir
 from colopred.runtime.predictor import Predictor
 
-from .conftest import DATA, ROOT, load_script
+from .conftest import DATA, ROOT, load_study
 
 H200 = ROOT / "datasets" / "h200"
 C1R = H200 / "campaigns" / "h200-c1r"  # 16 sets in both modes on one machine: the smallest real campaign
@@ -127,7 +127,7 @@ def test_same_set_pairs_the_measurements_of_both_gpus():
 
 
 def test_transfer_study_script_refuses_bad_arguments(capsys, tmp_path):
-    script = load_script("transfer_study")
+    script = load_study("transfer_study")
     assert script.main(["--fractions", "0,1"]) == 2
     assert "--fractions" in capsys.readouterr().err
     assert script.main(["--seeds", "a"]) == 2

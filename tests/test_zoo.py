@@ -39,7 +39,7 @@ def test_bf16_and_loader_variants():
 @pytest.mark.parametrize("name", ["densenet121-b32-fp32", "vit_b16-b32-fp32", "bert_base-b8-fp32", "mobilenet_v3-b64-fp32",
                                   "efficientnet_b0-b64-fp32"])
 def test_reserved_architectures_are_refused(name):
-    with pytest.raises(ValueError, match="reserved|unknown"):
+    with pytest.raises(ValueError, match=r"reserved|unknown"):
         JobSpec.parse(name)
 
 
@@ -202,7 +202,7 @@ def test_nerf_composites_each_ray_from_its_samples_and_r3d_classifies_clips():
     rgb = nerf.model(origins, directions).detach()
     assert rgb.shape == colours.shape and float(rgb.min()) >= 0 and float(rgb.max()) <= 1
     r3d = build(JobSpec.parse("r3d_18-b2-fp32"), "cpu", tiny=True)
-    (clip,), y = r3d._next_batch()
+    (clip,), _y = r3d._next_batch()
     assert clip.shape == (2, 3, r3d.model.frames, r3d.model.size, r3d.model.size)
     assert r3d.model(clip).shape == (2, r3d.model.classes)
 
@@ -235,7 +235,7 @@ def test_dqn_learns_through_the_online_network_only_and_deepspeech_feeds_ctc():
     value, target = dqn.model(*inputs)
     assert value.requires_grad and not target.requires_grad
     ds = build(JobSpec.parse("deepspeech2-b2-fp32"), "cpu", tiny=True)
-    (spec,), text = ds._next_batch()
+    (spec,), _text = ds._next_batch()
     out = ds.model(spec).detach()
     assert out.shape == (ds.model.output_frames(spec.shape[-1]), 2, ds.model.characters)
     assert torch.allclose(out.exp().sum(-1), torch.ones(out.shape[:2]), atol=1e-5)

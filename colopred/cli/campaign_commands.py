@@ -21,13 +21,12 @@ def check_measure_plan(plan: list[str]) -> None:
     or set choices that plan no set. A ``--jobs-file`` is read where it can be (it may only exist on the nodes)."""
     from ..errors import ColopredError
     from ..measurement.harness.plan import expand_sets
-    from . import build_parser
-    from .measure_commands import _campaign_jobs
+    from .measure_commands import _campaign_jobs, parse_measure_args
 
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
-            a = build_parser().parse_args(["measure", *plan, "--out", "campaign"])
+            a = parse_measure_args(["measure", *plan, "--out", "campaign"])
     except SystemExit:
         why = err.getvalue().strip().splitlines()[-1:] or ["invalid options"]
         raise ColopredError(f"the measure options after --: {why[0].split('error: ', 1)[-1]}") from None
@@ -44,7 +43,7 @@ def cmd_sbatch(a) -> int:
     from ..errors import ColopredError
     from ..io import check_output, write_text_atomic
     from ..measurement.harness.multigpu import sbatch_script
-    from . import log_of
+    from .common import log_of
 
     plan = a.measure_args[1:] if a.measure_args[:1] == ["--"] else a.measure_args
     for bad in ("--out", "--gpus", "--nodes", "--node", "--resume"):
@@ -70,7 +69,7 @@ def cmd_sbatch(a) -> int:
 def cmd_merge(a) -> int:
     from ..errors import InputError
     from ..measurement.harness.multigpu import merge_campaigns
-    from . import log_of
+    from .common import log_of
 
     log = log_of(a)
     sources = [Path(p) for p in a.sources]
@@ -83,7 +82,7 @@ def cmd_merge(a) -> int:
 
 
 def add_commands(sub) -> None:
-    from . import command
+    from .common import command
 
     p = sub.add_parser("campaign", help="campaigns over several nodes: Slurm job array script, merge of per-node folders",
                        description="Campaigns over several nodes (docs/campaigns.md).")

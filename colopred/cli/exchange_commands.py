@@ -23,7 +23,7 @@ def cmd_import(a) -> int:
 
     from ..research.exchange import import_table
     from .profile_commands import check_number
-    from . import log_of, print_warnings
+    from .common import log_of, print_warnings
 
     check_number(a.gpu_memory_gib, "--gpu-memory-gib", unit=" GiB")
     if a.gpu_sm_count is not None and a.gpu_sm_count < 1:
@@ -41,7 +41,7 @@ def cmd_import(a) -> int:
 def cmd_export(a) -> int:
     from ..io import check_output
     from ..research.exchange import export_table, write_table
-    from . import log_of
+    from .common import log_of
 
     check_output(a.output, *a.paths)
     if not a.output.lower().endswith((".csv", ".csv.gz", ".parquet")):
@@ -55,7 +55,7 @@ def cmd_export(a) -> int:
 
 
 def add_commands(sub) -> None:
-    from . import command
+    from .common import command
 
     p = command(sub, "import", "turn a table of collocation measurements into records and profiles", cmd_import,
                 "Turn a tidy table of collocation measurements (one row per job of each set; docs/formats.md, "

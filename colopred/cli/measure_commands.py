@@ -19,7 +19,7 @@ def cmd_measure(a) -> int:
     from ..measurement.harness.campaign import Campaign, Progress
     from ..measurement.harness.mps import visible_env
     from ..measurement.harness.plan import CampaignConfig, expand_sets
-    from . import log_of
+    from .common import log_of
 
     log = log_of(a)
     out = Path(a.out)
@@ -102,7 +102,7 @@ def _measure_shard(a, out: Path, log) -> int:
 def _measure_sharded(a, camp, gpus: list[int] | None, log) -> int:
     from ..measurement.harness.multigpu import ShardedCampaign, node_shards, shard_record_counts, subprocess_launcher
     from ..measurement.nvml import gpu_uuids
-    from . import err
+    from .common import err
 
     cfg = camp.config
     node = a.node if a.node is not None else (int(os.environ["SLURM_ARRAY_TASK_ID"]) if a.nodes and
@@ -154,7 +154,7 @@ def _campaign_jobs(names: str | None, jobs_file: str | None) -> tuple[list[str],
 def cmd_table(a) -> int:
     from ..io import check_output, write_csv_atomic
     from ..measurement.harness.reader import read_windows, slowdown_table
-    from . import log_of
+    from .common import log_of
 
     if a.output is not None:
         check_output(a.output, *a.paths)
@@ -182,7 +182,7 @@ def cmd_table(a) -> int:
 def _write_observations(a, table) -> int:
     """``table --observations``: the measured sets as an observations file (:func:`write_observations`)."""
     from ..io import check_output
-    from . import log_of
+    from .common import log_of
 
     out = check_output(a.observations, *a.paths, what="observations file")
     n = write_observations(table, out, a.profiles, a.paths[0])
@@ -227,7 +227,7 @@ def cmd_calibrate(a) -> int:
     from ..io import write_text_atomic
     from ..measurement.harness.reader import read_windows, slowdown_table
     from ..runtime.reference import shipped_reference_dir
-    from . import build_parser, log_of
+    from .common import log_of
 
     log = log_of(a)
     if a.job == a.reference:
@@ -241,7 +241,7 @@ def cmd_calibrate(a) -> int:
                              ("-q", a.quiet), ("-v", a.verbose)) if on]
     argv += ["--min-iters", str(a.min_iters), "--max-window-s", str(a.max_window_s)]
     try:
-        code = cmd_measure(build_parser().parse_args(argv))
+        code = cmd_measure(parse_measure_args(argv))
     except ColopredError as e:  # name the calibrate argument, not the measure one it became
         if "--jobs: " not in str(e):
             raise
@@ -312,7 +312,7 @@ def _table_by_gpu(a, windows) -> int:
     agreement of the slowdowns of sets measured on several GPUs."""
     from ..io import write_csv_atomic
     from ..measurement.harness.reader import cross_gpu_agreement, throughput_by_gpu
-    from . import log_of
+    from .common import log_of
 
     rate = throughput_by_gpu(windows)
     per_gpu = rate[rate["gpu_key"] != "all"]
@@ -342,8 +342,17 @@ def _add_window_options(p) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar (for logs); progress lines still print")
 
 
+def parse_measure_args(argv: list[str]) -> argparse.Namespace:
+    """``argv`` (``measure`` and its options) parsed as ``colopred measure`` parses it."""
+    from .common import HelpFormatter
+
+    ap = argparse.ArgumentParser(prog="colopred", formatter_class=HelpFormatter)
+    add_commands(ap.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    return ap.parse_args(argv)
+
+
 def add_commands(sub) -> None:
-    from . import command
+    from .common import command
 
     p = command(sub, "measure", "measure solo and collocated iteration times on the GPU", cmd_measure,
                 "Measure solo and collocated iteration times of zoo jobs and training commands on the GPU (a campaign).")
@@ -389,7 +398,7 @@ def add_commands(sub) -> None:
                 "predictions toward what was measured (predict --observed; docs/model.md, 'One calibration co-run').")
     p.add_argument("job", help="the job to calibrate: a zoo job, or an entry of --jobs-file")
     p.add_argument("--reference", default=CALIBRATION_REFERENCE_JOB,
-                   help="the zoo job to measure it beside (chosen on the development architectures: scripts/probe_study.py)")
+                   help="the zoo job to measure it beside (chosen on the development architectures: research/probe_study.py)")
     p.add_argument("--jobs-file", help="JSON naming the training command of JOB (docs/formats.md)")
     p.add_argument("--mode", choices=(*MODES, "both"), default="both", help="sharing mode(s) to measure")
     p.add_argument("--out", required=True, help="campaign directory; observed.json is written in it")

@@ -47,7 +47,7 @@ def cmd_predict(a) -> int:
 
         return remote_predict(a)
     from ..profile import load_profiles
-    from . import load_predictor
+    from .common import load_predictor
 
     if len(a.profiles) < 2:
         raise ColopredError("predict needs at least two profiles")
@@ -124,7 +124,7 @@ def cmd_train(a) -> int:
     from pathlib import Path
 
     from ..research.training import train
-    from . import log_of
+    from .common import log_of
 
     if not a.out or Path(a.out).name in ("", ".", ".."):
         raise ColopredError(f"--out needs a file stem (OUT in OUT-MODE.json), not {a.out!r}")
@@ -143,8 +143,8 @@ def cmd_evaluate(a) -> int:
 
     from ..research.arch_groups import regrouped
     from ..research.dataset import load_dataset
-    from ..research.evaluation import evaluate
-    from . import log_of
+    from ..research.report import evaluate
+    from .common import log_of
 
     log = log_of(a)
     modes = _modes(a.modes)
@@ -165,7 +165,7 @@ def cmd_evaluate(a) -> int:
 
 def cmd_simulate(a) -> int:
     from ..research.simulation import run_study
-    from . import log_of
+    from .common import log_of
 
     counts = []
     for x in a.gpus.split(","):
@@ -188,7 +188,7 @@ def cmd_simulate(a) -> int:
 
 def add_commands(sub) -> None:
     from ..runtime.sources import PROFILE_SOURCES
-    from . import command
+    from .common import command
 
     p = command(sub, "predict", "predict the slowdown of jobs sharing one GPU", cmd_predict,
                 "Predict each job's slowdown, δ and normalised throughput when the profiled jobs share one GPU.", verbosity=False)

@@ -9,7 +9,7 @@ from ..errors import ColopredError
 
 
 def _predictor(req, path):
-    from . import load_predictor
+    from .common import load_predictor
 
     profiles = req.jobs + req.candidates + ([req.job] if req.job else [])
     pred = load_predictor(req.model, req.mode, profiles, str(path), mode_of="the request's ")
@@ -31,7 +31,7 @@ def _output(a):
 def _write(a, out, doc: dict, table: str) -> None:
     from ..io import write_text_atomic
     from ..runtime.manifest import strict_json
-    from . import log_of
+    from .common import log_of
 
     text = json.dumps(strict_json(doc), indent=1, allow_nan=False) + "\n"
     if out is not None:
@@ -47,7 +47,7 @@ def cmd_pack(a) -> int:
         return remote_placement(a, "pack")
     from ..runtime.documents import placement_document
     from ..runtime.request import read_request
-    from . import print_warnings
+    from .common import print_warnings
 
     out = _output(a)
     with warnings.catch_warnings(record=True) as caught:  # the request's observations, the model's, running jobs
@@ -79,7 +79,7 @@ def cmd_rank(a) -> int:
         return remote_placement(a, "rank")
     from ..runtime.documents import partners_document
     from ..runtime.request import read_request
-    from . import print_warnings
+    from .common import print_warnings
 
     out = _output(a)
     with warnings.catch_warnings(record=True) as caught:  # the request's observations, the model's
@@ -102,7 +102,7 @@ def cmd_rank(a) -> int:
 
 
 def add_commands(sub) -> None:
-    from . import command
+    from .common import command
 
     for name, helptext, func in (("pack", "place jobs on GPUs from a placement request (JSON)", cmd_pack),
                                  ("rank", "rank a job's partners from a placement request (JSON)", cmd_rank)):

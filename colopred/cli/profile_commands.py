@@ -41,7 +41,7 @@ def cmd_ncu(a) -> int:
     from ..measurement.profiling.ncu_csv import read_ncu_csv
     from ..measurement.profiling.ncu_profile import profile_from_ncu
     from ..measurement.profiling.ncu_rep import export_ncu_rep, is_ncu_rep
-    from . import log_of, print_warnings
+    from .common import log_of, print_warnings
 
     check_name(a.name)
     check_number(a.mem_gib, "--mem-gib", maximum=MAX_GPU_MEMORY_GIB, unit=" GiB")
@@ -82,7 +82,7 @@ def cmd_retime(a) -> int:
     from ..constants import MAX_BUSY_FRACTION_FROM_NCU
     from ..io import check_output
     from ..profile import JobProfile
-    from . import log_of
+    from .common import log_of
 
     check_output(a.output)
     p = JobProfile.from_json(a.profile)
@@ -101,7 +101,7 @@ def cmd_add_timeline(a) -> int:
     from ..measurement.profiling.timeline import with_timeline
     from ..profile import JobProfile
     from ..runtime.sources import timeline_fields_of
-    from . import log_of
+    from .common import log_of
 
     if a.iterations is not None and a.iterations < 1:
         raise ColopredError(f"--iterations must be a positive integer, not {a.iterations}")
@@ -139,7 +139,7 @@ def _target_command(a) -> tuple[list[str], str]:
 def cmd_run(a) -> int:
     from ..io import check_output
     from ..measurement.profiling.runner import profile_command
-    from . import log_of
+    from .common import log_of
 
     cmd, name = _target_command(a)
     check_output(a.output)
@@ -155,7 +155,7 @@ def cmd_run(a) -> int:
 def cmd_nvml(a) -> int:
     from ..io import check_output
     from ..measurement.profiling.runner import profile_command_gpm
-    from . import log_of
+    from .common import log_of
 
     cmd, name = _target_command(a)
     check_output(a.output)
@@ -168,7 +168,7 @@ def cmd_nvml(a) -> int:
 
 def cmd_timeline(a) -> int:  # pragma: no cover - GPU
     from ..measurement.profiling.timeline import capture
-    from . import log_of
+    from .common import log_of
 
     try:
         from ..measurement.zoo.registry import JobSpec
@@ -185,7 +185,7 @@ def cmd_timeline(a) -> int:  # pragma: no cover - GPU
 
 def add_commands(sub) -> None:
     from ..constants import TIMELINE_ITERS, TIMELINE_WARMUP_ITERS
-    from . import HelpFormatter, command
+    from .common import HelpFormatter, command
 
     prof = sub.add_parser("profile", help="profile a job alone on the GPU, or turn a report into a profile", formatter_class=HelpFormatter)
     psub = prof.add_subparsers(dest="profile_command", required=True, metavar="SUBCOMMAND")

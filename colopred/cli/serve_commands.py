@@ -150,7 +150,7 @@ def add_server_option(p) -> None:
 
 
 def add_commands(sub) -> None:
-    from . import command
+    from .common import command
 
     p = command(sub, "serve", "serve predictions over HTTP (the API, a profile registry, an observation store, a "
                 "Kubernetes scheduler extender)", cmd_serve,

@@ -21,7 +21,7 @@ mode) measure such sets several times in one run; each (campaign, segment, set, 
 is the mean slowdown of its windows (standard error ~ one window's spread / sqrt(windows)) and whose job is described by
 its profile re-timed to the mean of its solo baselines there. Every row of a set so re-measured, in that mode, is
 replaced by these rows (the re-measured label replaces the single windows; adding them beside the old ones taught the
-model less, ``scripts/relabel_study.py``).
+model less, ``research/relabel_study.py``).
 Columns ``relabelled`` (bool) and ``windows`` (how many windows a row's label averages; 1 for a window's row) tell them
 apart; the members of one relabelled (run, set) share the ``window_id`` ``relabel:CAMPAIGN#SEGMENT:SET``.
 """
@@ -237,6 +237,6 @@ def dataset_from(root: Path, profiles: Mapping[str, JobProfile], profile_files: 
     if relabel_dirs:
         rows = replace_relabelled(rows, relabelled_rows(relabel_dirs, profiles, retime=retime))
         named = [(f.relative_to(root).as_posix(), f) for d in relabel_dirs for f in campaign_record_files(d)]
-    gpus = [g for g in windows["gpu"].dropna().unique()]
+    gpus = list(windows["gpu"].dropna().unique())
     return Dataset(rows=rows, profiles=dict(profiles), data_hash=hash_files(files, named), gpu=gpus[0] if gpus else None,
                    retimed=retime, profile_source=profile_source, root=root, relabelled=bool(relabel_dirs))

@@ -17,7 +17,6 @@ target job's architecture so that the width reflects jobs the model has not seen
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
@@ -25,7 +24,6 @@ import pandas as pd
 
 from ..constants import (HOST_BOUND_BUSY, INTERVAL_SCALE_OF_SOURCE, INTERVAL_SIZE_EXPONENTS, INTERVAL_SLOWDOWN_EXPONENTS,
                          INTERVAL_UNSEEN_WIDTHS, JOB_OFFSET_WEIGHT)
-from ..errors import InputError
 from ..measurement.harness.reader import machine_key
 from ..runtime import outcome
 from ..runtime.baseline import load_kind
@@ -284,7 +282,7 @@ def solo_time_sensitivity(ds: Dataset, modes=("timeslice", "mps"), table: pd.Dat
     """colopred's leave-architecture-out and pairs->triples MAPE with the jobs described by their
     profiles re-timed to each window's solo baseline (``ds``, as trained) and by the profiles' own
     iteration times (``Dataset.with_profile_times``): how much a profile timed on another machine
-    costs. ``table``: :func:`evaluate`'s metrics of ``ds`` (with a ``mode`` column), whose colopred
+    costs. ``table``: :func:`.report.evaluate`'s metrics of ``ds`` (with a ``mode`` column), whose colopred
     figures are the re-timed ones (the same point models), so they are not fitted again."""
     def mape(d: Dataset, mode: str, kind: str) -> float:
         """The MAPE of ``kind`` (NaN where the split tests no row: a dataset of pairs has no pairs->triples)."""
@@ -305,36 +303,3 @@ def solo_time_sensitivity(ds: Dataset, modes=("timeslice", "mps"), table: pd.Dat
     out = pd.DataFrame(rows)
     return out.sort_values("mode", kind="stable").reset_index(drop=True) if len(out) else out
 
-
-def evaluate(ds: Dataset, out_dir: str | Path | None = None, modes=("timeslice", "mps"), log=lambda s: None) -> pd.DataFrame:
-    """Evaluate every mode; with ``out_dir`` write ``report.md`` and PNG figures there."""
-    tables, preds, models = [], [], {}
-    for mode in modes:
-        df = ds.for_mode(mode)
-        if df.empty:
-            continue
-        log(f"evaluating {mode}: {df['window_id'].nunique()} sets, {len(df)} job rows")
-        t, p = evaluate_mode(df, log=log, source=ds.profile_source, timeline=ds.timeline)
-        tables.append(t.assign(mode=mode))
-        preds.append(p.assign(mode=mode))
-        models[mode] = new_model(mode, ds.profile_source, ds.timeline, calibrate=False).fit(
-            df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy(), **job_fit_args(df))
-    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
-    if table.empty:
-        raise InputError(None, f"too few measurements to cross-validate {', '.join(modes)}: every split leaves nothing to train on")
-    if out_dir is not None:
-        from .placement_study import placement_table
-        from .report import write_report
-
-        log("placement on measured data")
-        placement = placement_table(ds, modes)
-        log("profiles not re-timed")
-        sensitivity = solo_time_sensitivity(ds, modes, table) if ds.retimed else None
-        protocol = None
-        if ds.root is not None and (ds.root / "locked_split.json").is_file():
-            from .protocol import locked_architectures, protocol_table
-
-            log("locked split and noise floors")
-            protocol = protocol_table(ds, locked_architectures(ds.root), modes, log=log)
-        write_report(Path(out_dir), ds, table, pd.concat(preds, ignore_index=True), models, placement, sensitivity, protocol)
-    return table

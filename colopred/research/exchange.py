@@ -55,7 +55,7 @@ import warnings
 import zipfile
 import zlib
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -240,7 +240,7 @@ def _mapped(df: pd.DataFrame, columns: dict[str, str], path: Path) -> tuple[pd.D
         if theirs not in df.columns:
             raise InputError(path, f"--column {ours}={theirs}: the table has no column {theirs!r}")
     used = dict(columns)
-    factor = {ours: 1.0 for ours in columns}
+    factor = dict.fromkeys(columns, 1.0)
     for theirs in df.columns:
         if theirs in used.values():
             continue
@@ -396,7 +396,7 @@ def import_table(path: str | os.PathLike, dataset: str | os.PathLike, *, name: s
     if profiles_dir is not None:
         given = {j: p for j, p in load_profiles_dir(Path(profiles_dir)).items() if j in jobs}
     have_cols = [c for c in PROFILE_COLUMNS if c in t.columns]
-    imported_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    imported_at = datetime.now(UTC).isoformat(timespec="seconds")
     digest = sha256_of(path)
     source = {"tool": f"colopred import {__version__}", "source": path.name, "source_sha256": digest, "imported_at": imported_at}
     profiles: dict[str, JobProfile] = {}

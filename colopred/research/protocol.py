@@ -1,6 +1,6 @@
 """The honest protocol: figures on a locked split beside the development figures, and each split's noise floor.
 
-``datasets/h100/locked_split.json`` (``scripts/lock_split.py``) names architectures drawn by a seeded rule before the
+``datasets/h100/locked_split.json`` (``research/lock_split.py``) names architectures drawn by a seeded rule before the
 interval calibration was chosen. Development rows are those of sets without a locked architecture; locked rows are the
 others. Every choice made after the lock is made on development rows only (``colopred.constants`` says which).
 
@@ -60,7 +60,7 @@ def locked_architectures(root: str | Path) -> list[str]:
         doc = json.loads(path.read_text())
         locked = doc["locked"]
     except FileNotFoundError:
-        raise InputError(path, "no locked split (scripts/lock_split.py draws one)") from None
+        raise InputError(path, "no locked split (research/lock_split.py draws one)") from None
     except (ValueError, KeyError, TypeError):
         raise InputError(path, "not a locked split (expected a JSON object with a 'locked' list)") from None
     if not isinstance(locked, list) or not all(isinstance(a, str) for a in locked):

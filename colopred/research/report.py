@@ -1,4 +1,5 @@
-"""Markdown + PNG evaluation report (``colopred evaluate --out DIR``)."""
+"""The evaluation of every mode and its Markdown + PNG report (``colopred evaluate [--out DIR]``): :func:`evaluate`
+runs :mod:`.evaluation`'s splits per mode, the placement study and the locked protocol, and writes the report."""
 
 from __future__ import annotations
 
@@ -18,8 +19,13 @@ from ..constants import (
     TREE_TARGET_OFFSET,
     WAIT_BUSY_GATE_EXPONENT,
 )
+from ..errors import InputError
 from ..io import atomic_file, write_csv_atomic, write_text_atomic
+from ..runtime.features import FEATURES
 from .dataset import Dataset
+from .evaluation import coverage_by_class, evaluate_mode, job_fit_args, new_model, solo_time_sensitivity
+from .placement_study import placement_table
+from .protocol import locked_architectures, protocol_table
 
 COLS = ["slowdown_mape_pct", "delta_mae", "pays_off_agreement_pct", "partner_rank_corr", "interval_coverage_pct", "n_sets"]
 
@@ -200,8 +206,6 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
                 continue
             lines += [f"## {mode}, split: {split}", "", md_table(t[["method"] + COLS]), ""]
     if {"lo", "hi", "t_busy"} <= set(preds.columns):
-        from .evaluation import coverage_by_class
-
         cov = coverage_by_class(preds)
         wide = cov.pivot_table(index=["mode", "split"], columns="jobs", values=["coverage_pct", "rows"], sort=False)
         wide.columns = [f"{job} {'coverage %' if what == 'coverage_pct' else 'rows'}" for what, job in wide.columns]
@@ -237,7 +241,7 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
         write_csv_atomic(placement.drop(columns=["colopred_placement"]), out / "placement.csv", index=False)
     if protocol is not None and not protocol.empty:
         lines += ["## Honest protocol: locked split, development figures, noise floors, pays-off ceiling", "",
-                  "`datasets/h100/locked_split.json` (`scripts/lock_split.py`) locks architectures drawn by a seeded rule "
+                  "`datasets/h100/locked_split.json` (`research/lock_split.py`) locks architectures drawn by a seeded rule "
                   "stratified by family, before the interval calibration was chosen; the choices made after it were made on "
                   "the development rows (sets without a locked architecture) only (`colopred/constants.py` says which). "
                   "Development: cross-validation on the development rows. Locked: one model fitted on development rows "
@@ -246,7 +250,7 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
                   "job by a model that never saw its architecture (a locked job's from all development rows, a development "
                   "job's beside a locked one from the development sets without its architecture). The constants chosen "
                   "before the lock (the MPS wait's γ and half-wave threshold, ε, the wait gate, the tree settings) were "
-                  "chosen again on the development rows alone (`scripts/dev_constants.py`): every value kept but the wait gate, since 1/3; the "
+                  "chosen again on the development rows alone (`research/dev_constants.py`): every value kept but the wait gate, since 1/3; the "
                   "design (which terms and tree features the model has; for GPM profiles the SM fill from GPM counters) "
                   "was settled on every architecture before the lock, but for the fields GPM profiles take from a solo "
                   "timeline (kernel count, stream overlap, MPS wait), chosen on the development rows "
@@ -274,7 +278,7 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
                   "in each window, as trained and reported above, against its profile's own iteration time (measured once, "
                   "when it was profiled, on one machine): small, CPU- or input-bound jobs run alone up to ~35% faster or "
                   "slower on one machine than on another. Re-time a profile on the machine where the job will run with "
-                  "`colopred profile retime P.json --iter-ms MS`. `scripts/retime_check.py` also re-times to the job's "
+                  "`colopred profile retime P.json --iter-ms MS`. `research/retime_check.py` also re-times to the job's "
                   "*other* solo windows on the same machine (timed at another moment).", "",
                   md_table(sensitivity), ""]
         write_csv_atomic(sensitivity, out / "solo_time.csv", index=False)
@@ -302,3 +306,32 @@ def write_report(out: Path, ds: Dataset, table: pd.DataFrame, preds: pd.DataFram
     write_text_atomic(path, "\n".join(lines) + "\n")
     write_csv_atomic(table, out / "metrics.csv", index=False)
     return path
+
+
+def evaluate(ds: Dataset, out_dir: str | Path | None = None, modes=("timeslice", "mps"), log=lambda s: None) -> pd.DataFrame:
+    """Evaluate every mode; with ``out_dir`` write ``report.md`` and PNG figures there."""
+    tables, preds, models = [], [], {}
+    for mode in modes:
+        df = ds.for_mode(mode)
+        if df.empty:
+            continue
+        log(f"evaluating {mode}: {df['window_id'].nunique()} sets, {len(df)} job rows")
+        t, p = evaluate_mode(df, log=log, source=ds.profile_source, timeline=ds.timeline)
+        tables.append(t.assign(mode=mode))
+        preds.append(p.assign(mode=mode))
+        models[mode] = new_model(mode, ds.profile_source, ds.timeline, calibrate=False).fit(
+            df[list(FEATURES)].to_numpy(), df["slowdown"].to_numpy(), **job_fit_args(df))
+    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+    if table.empty:
+        raise InputError(None, f"too few measurements to cross-validate {', '.join(modes)}: every split leaves nothing to train on")
+    if out_dir is not None:
+        log("placement on measured data")
+        placement = placement_table(ds, modes)
+        log("profiles not re-timed")
+        sensitivity = solo_time_sensitivity(ds, modes, table) if ds.retimed else None
+        protocol = None
+        if ds.root is not None and (ds.root / "locked_split.json").is_file():
+            log("locked split and noise floors")
+            protocol = protocol_table(ds, locked_architectures(ds.root), modes, log=log)
+        write_report(Path(out_dir), ds, table, pd.concat(preds, ignore_index=True), models, placement, sensitivity, protocol)
+    return table

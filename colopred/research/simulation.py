@@ -155,7 +155,7 @@ def simulate(trace: Sequence[TraceJob], profiles: dict[str, JobProfile], sets: M
         """Progress per second of each job on GPU g: 1 / measured slowdown (alone: 1)."""
         ids = gpus[g]
         if len(ids) <= 1:
-            return {i: 1.0 for i in ids}
+            return dict.fromkeys(ids, 1.0)
         meas = sets.measured[frozenset(zoo(ids))]
         return {i: 1.0 / meas[by_id[i].zoo_job] for i in ids}
 

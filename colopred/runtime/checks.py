@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
@@ -32,8 +32,18 @@ from ..profile import JobProfile
 from .features import BASE, index_sets, profile_matrix
 from .sources import missing_timeline_fields, mixed_sources_message, reads_timeline_fields
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .predictor import Predictor
+
+class CheckedPredictor(Protocol):
+    """What the checks read of a predictor (:class:`~colopred.runtime.predictor.Predictor` is one)."""
+
+    @property
+    def mode(self) -> str: ...
+    @property
+    def manifest(self) -> dict[str, Any]: ...
+    @property
+    def model(self) -> Any: ...
+    @property
+    def profile_source(self) -> str: ...
 
 
 def check_positive_int(name: str, v: Any, minimum: int = 1) -> int:
@@ -81,7 +91,7 @@ def check_profiles(obj: Any, what: str = "profiles", min_jobs: int = 1, max_jobs
                          + (" (a collocation needs at least two jobs)" if min_jobs == 2 else ""))
     if max_jobs is not None and len(profiles) > max_jobs:
         raise ValueError(f"{what} holds {len(profiles)} jobs: at most {max_jobs} can share one GPU here")
-    if unique and len(set(p.name for p in profiles)) < len(profiles):  # copies of a job, or two jobs of one name
+    if unique and len({p.name for p in profiles}) < len(profiles):  # copies of a job, or two jobs of one name
         seen: dict[str, int] = {}
         for i, p in enumerate(profiles):
             j = seen.setdefault(p.name, i)
@@ -129,7 +139,7 @@ def check_sets(sets: Any, what: str = "sets") -> tuple[list[JobProfile], np.ndar
 
 
 # ----------------------------------------------------------------------------------- one line per method
-def check_profile_sources(predictor: "Predictor", profiles: Sequence[JobProfile]) -> None:
+def check_profile_sources(predictor: CheckedPredictor, profiles: Sequence[JobProfile]) -> None:
     """Refuse (``ValueError``) a profile of another source than the model's (``colopred.runtime.sources``): a GPM
     profile where the model reads ncu profiles (it would predict from kernel-level features the profile lacks), an
     ncu profile where it reads GPM profiles."""
@@ -158,7 +168,7 @@ def check_profile_sources(predictor: "Predictor", profiles: Sequence[JobProfile]
                      "profile (colopred profile nvml)")
 
 
-def check_predict(predictor: "Predictor", profiles: Any) -> list[JobProfile]:
+def check_predict(predictor: CheckedPredictor, profiles: Any) -> list[JobProfile]:
     """``Predictor.predict``'s arguments: two or more jobs (copies of one job among them), profiles the model reads.
     Warns where the set leaves the model's experience (the GPU check is the predictor's own)."""
     out = check_profiles(profiles, "profiles", min_jobs=2)
@@ -167,7 +177,7 @@ def check_predict(predictor: "Predictor", profiles: Any) -> list[JobProfile]:
     return out
 
 
-def check_predict_many(predictor: "Predictor", sets: Any) -> tuple[list[JobProfile], np.ndarray]:
+def check_predict_many(predictor: CheckedPredictor, sets: Any) -> tuple[list[JobProfile], np.ndarray]:
     """``Predictor.predict_many``'s arguments (:func:`check_sets`: distinct profiles and the index array), with the
     experience warnings, the GPU's included."""
     profiles, idx = check_sets(sets)
@@ -176,7 +186,7 @@ def check_predict_many(predictor: "Predictor", sets: Any) -> tuple[list[JobProfi
     return profiles, idx
 
 
-def check_rank_partners(predictor: "Predictor", job: Any, candidates: Any, k: Any) -> None:
+def check_rank_partners(predictor: CheckedPredictor, job: Any, candidates: Any, k: Any) -> None:
     """``Predictor.rank_partners``'s arguments: a profile, at least one candidate (a copy of the job among them: the
     job's own profile), ``k`` None or a positive integer. Warns where a pair leaves the model's experience (the GPU, the
     features)."""
@@ -192,7 +202,7 @@ def check_rank_partners(predictor: "Predictor", job: Any, candidates: Any, k: An
     warn_outside_experience(predictor, [job, *cands], 2, gpu=True)
 
 
-def check_pack(predictor: "Predictor", jobs: Any, n_gpus: Any, max_per_gpu: Any, max_slowdown: Any) -> None:
+def check_pack(predictor: CheckedPredictor, jobs: Any, n_gpus: Any, max_per_gpu: Any, max_slowdown: Any) -> None:
     """``Predictor.pack``'s arguments: at least one job (copies of one job among them), ``n_gpus`` and ``max_per_gpu`` positive
     integers, ``max_slowdown`` None or a number of at least 1. Warns where the sets it may form leave the model's
     experience (up to ``max_per_gpu`` jobs, the GPU, the features)."""
@@ -208,7 +218,7 @@ def check_pack(predictor: "Predictor", jobs: Any, n_gpus: Any, max_per_gpu: Any,
 
 
 # ----------------------------------------------------------------------------------- experience warnings
-def warn_outside_experience(predictor: "Predictor", profiles: list[JobProfile], largest_set: int, gpu: bool = False) -> list[str]:
+def warn_outside_experience(predictor: CheckedPredictor, profiles: list[JobProfile], largest_set: int, gpu: bool = False) -> list[str]:
     """Warn (``UserWarning``, one line each, at most one per kind) where a prediction leaves what the model was
     trained on; returns the messages. ``profiles``: the distinct jobs; ``largest_set``: the largest set's size."""
     man = predictor.manifest or {}

@@ -304,29 +304,29 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
             raise ValueError(f"conformal_folds must be at least 2, not {self.conformal_folds_}")
         self.interval_classes_ = self.interval_classes if self.interval_classes is not None else INTERVAL_CLASSES
         exps = (self.size_exponents if self.size_exponents is not None
-                else INTERVAL_SIZE_EXPONENTS["ncu"].get(self.mode, dict.fromkeys(INTERVAL_CLASS_NAMES, INTERVAL_SIZE_EXPONENT)))
+                else INTERVAL_SIZE_EXPONENTS["ncu"].get(self.mode or "", dict.fromkeys(INTERVAL_CLASS_NAMES, INTERVAL_SIZE_EXPONENT)))
         missing = [c for c in INTERVAL_CLASS_NAMES if c not in exps]
         if missing or not all(np.isfinite(float(exps[c])) and float(exps[c]) >= 0 for c in INTERVAL_CLASS_NAMES):
             raise ValueError(f"size_exponents needs a finite a >= 0 for each of {', '.join(INTERVAL_CLASS_NAMES)}, not {dict(exps)}")
         self.size_exponents_ = tuple(float(exps[c]) for c in INTERVAL_CLASS_NAMES)
         slow = (self.slowdown_exponents if self.slowdown_exponents is not None
-                else INTERVAL_SLOWDOWN_EXPONENTS["ncu"].get(self.mode, dict.fromkeys(INTERVAL_CLASS_NAMES, 0.0)))
+                else INTERVAL_SLOWDOWN_EXPONENTS["ncu"].get(self.mode or "", dict.fromkeys(INTERVAL_CLASS_NAMES, 0.0)))
         if [c for c in INTERVAL_CLASS_NAMES if c not in slow] or not all(np.isfinite(float(slow[c])) for c in INTERVAL_CLASS_NAMES):
             raise ValueError(f"slowdown_exponents needs a finite c for each of {', '.join(INTERVAL_CLASS_NAMES)}, not {dict(slow)}")
         self.slowdown_exponents_ = tuple(float(slow[c]) for c in INTERVAL_CLASS_NAMES)
         unseen = (self.unseen_widths if self.unseen_widths is not None
-                  else INTERVAL_UNSEEN_WIDTHS["ncu"].get(self.mode, dict.fromkeys(INTERVAL_CLASS_NAMES, 1.0)))
+                  else INTERVAL_UNSEEN_WIDTHS["ncu"].get(self.mode or "", dict.fromkeys(INTERVAL_CLASS_NAMES, 1.0)))
         if [c for c in INTERVAL_CLASS_NAMES if c not in unseen] or not all(np.isfinite(float(unseen[c])) and float(unseen[c]) >= 1
                                                                            for c in INTERVAL_CLASS_NAMES):
             raise ValueError(f"unseen_widths needs a finite factor >= 1 for each of {', '.join(INTERVAL_CLASS_NAMES)}, not {dict(unseen)}")
         self.unseen_widths_ = tuple(float(unseen[c]) for c in INTERVAL_CLASS_NAMES)
         if self.interval_classes_ not in INTERVAL_CLASS_KINDS:
             raise ValueError(f"unknown interval classes {self.interval_classes_!r} (one of {', '.join(INTERVAL_CLASS_KINDS)})")
-        self.offset_ = float(self.offset if self.offset is not None else TREE_TARGET_OFFSET.get(self.mode, 1.0))
+        self.offset_ = float(self.offset if self.offset is not None else TREE_TARGET_OFFSET.get(self.mode or "", 1.0))
         if not 0.0 < self.offset_ <= 1.0:
             raise ValueError(f"offset must be in (0, 1], not {self.offset_}")
         self.offset_classes_ = self.offset_classes if self.offset_classes is not None else TREE_TARGET_OFFSET_CLASSES
-        lam = self.job_offset_weight if self.job_offset_weight is not None else JOB_OFFSET_WEIGHT["ncu"].get(self.mode, 0.0)
+        lam = self.job_offset_weight if self.job_offset_weight is not None else JOB_OFFSET_WEIGHT["ncu"].get(self.mode or "", 0.0)
         k0 = self.job_offset_prior if self.job_offset_prior is not None else JOB_OFFSET_PRIOR_ROWS
         if not (np.isfinite(lam) and lam >= 0 and np.isfinite(k0) and k0 >= 0):
             raise ValueError(f"job_offset_weight and job_offset_prior must be finite and >= 0, not {lam!r}, {k0!r}")
@@ -382,7 +382,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         p = np.empty(len(s))
         for k in range(n_folds):
             te = folds == k
-            c_tr, c_te = (c, c) if np.isscalar(c) else (c[~te], c[te])
+            c_tr, c_te = (c[~te], c[te]) if isinstance(c, np.ndarray) else (c, c)
             coefs, _, m = self._fit_parts(Xm[~te], terms[~te], s[~te], c_tr)
             p[te] = compose(baseline_slowdown(coefs, terms[te]), m.get_booster().inplace_predict(Xm[te]), c_te)
         return p
@@ -429,25 +429,24 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
             raise ValueError("slowdowns must be finite and positive")
         terms = baseline_terms(X, self.load_, self.wait_gate_)
         Xm = X[:, self._cols]
-        self.max_set_size_ = int(X[:, _N_JOBS].max())
-        if jobs is not None:  # a copy of a job in a set (JOB#2) is the job: one offset, one trained job
-            jobs = np.fromiter((job_of(str(j)) for j in jobs), dtype=object, count=len(jobs))
-        self.trained_jobs_ = frozenset(jobs) if jobs is not None else frozenset()
+        self.max_set_size_: int | None = int(X[:, _N_JOBS].max())
+        # a copy of a job in a set (JOB#2) is the job: one offset, one trained job
+        names = np.fromiter((job_of(str(j)) for j in jobs), dtype=object, count=len(jobs)) if jobs is not None else None
+        self.trained_jobs_ = frozenset(names) if names is not None else frozenset()
         c = self._offsets(X[:, _T_BUSY])
         measured = s
         self.job_log_offsets_: dict[str, float] = {}
         self.job_width_factors_: dict[str, float] = {}
-        if jobs is not None and self.job_offset_weight_ > 0:
-            jobs = np.asarray(jobs, dtype=object)
-            if len(jobs) != len(s):
-                raise ValueError(f"{len(X)} feature rows but {len(jobs)} job names")
+        if names is not None and self.job_offset_weight_ > 0:
+            if len(names) != len(s):
+                raise ValueError(f"{len(X)} feature rows but {len(names)} job names")
             folds_by = job_groups if job_groups is not None else groups
-            b, rows_of = self._job_offsets(Xm, terms, s, c, jobs, np.asarray(folds_by) if folds_by is not None else jobs)
+            b, rows_of = self._job_offsets(Xm, terms, s, c, names, np.asarray(folds_by) if folds_by is not None else names)
             self.job_log_offsets_ = {j: self.job_offset_weight_ * v for j, v in b.items()}
             self.job_width_factors_ = {j: float(interval_width_factor(self.job_offset_weight_ * n / (n + self.job_offset_prior_), n,
                                                                       JOB_OFFSET_WIDTH_SHARE))
                                        for j, n in rows_of.items()}
-            s = s * np.exp(-np.array([self.job_log_offsets_.get(j, 0.0) for j in jobs]))
+            s = s * np.exp(-np.array([self.job_log_offsets_.get(j, 0.0) for j in names]))
         self.baseline_coefs_, r, self.point_ = self._fit_parts(Xm, terms, s, c)
         self.conformal_log_width_ = 0.0
         self.conformal_class_log_widths_: tuple[float, ...] = ()
@@ -458,17 +457,18 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
                                           **self.tree_params_)
         self.interval_.fit(Xm, r)
         if self.calibrate and groups is not None:
-            groups = np.asarray(groups)
-            if len(np.unique(groups)) >= min(self.conformal_folds_, MIN_CALIBRATION_GROUPS):
-                folds, n_folds = self._group_folds(groups, self.conformal_folds_)
+            group_of = np.asarray(groups)
+            if len(np.unique(group_of)) >= min(self.conformal_folds_, MIN_CALIBRATION_GROUPS):
+                folds, n_folds = self._group_folds(group_of, self.conformal_folds_)
                 p_oof, rho = self._out_of_fold(Xm, terms, s, c, folds, n_folds), np.ones(len(s))
-                if self.job_log_offsets_:  # a held-out row whose job the fold trained on is served as a trained job's
+                # a held-out row whose job the fold trained on is served as a trained job's
+                if self.job_log_offsets_ and names is not None:
                     seen = np.zeros(len(s), bool)
                     for k in range(n_folds):
                         te = folds == k
-                        seen[te] = np.isin(jobs[te], jobs[~te])
-                    p_oof = np.where(seen, corrected(p_oof, self.job_factors(jobs)), p_oof)
-                    rho = np.where(seen, self.job_width_factors(jobs), 1.0)
+                        seen[te] = np.isin(names[te], names[~te])
+                    p_oof = np.where(seen, corrected(p_oof, self.job_factors(names)), p_oof)
+                    rho = np.where(seen, self.job_width_factors(names), 1.0)
                 scores = np.abs(np.log(measured) - np.log(p_oof)) / (self._scale(X, p_oof) * rho)
                 self.conformal_log_width_ = conformal_quantile(scores)
                 if self.interval_classes_ != "none":
@@ -525,13 +525,13 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
     def _point(self, Xm: np.ndarray, base: np.ndarray, t_busy: np.ndarray) -> np.ndarray:
         return compose(base, _booster(self.point_, len(Xm)).inplace_predict(Xm), self._offsets(t_busy))
 
-    def job_factors(self, jobs: Sequence[str]) -> np.ndarray:
+    def job_factors(self, jobs: Sequence[str] | np.ndarray) -> np.ndarray:
         """exp(λ·b_j) of each named job: the factor its predictions take for its own offset measured in training
         (``job_log_offsets_``); 1 for a job the model was not trained on. A copy (``JOB#2``) takes its job's."""
         offsets = getattr(self, "job_log_offsets_", None) or {}
         return np.exp(np.fromiter((offsets.get(job_of(j), 0.0) for j in jobs), float, len(jobs)))
 
-    def job_width_factors(self, jobs: Sequence[str]) -> np.ndarray:
+    def job_width_factors(self, jobs: Sequence[str] | np.ndarray) -> np.ndarray:
         """ρ_j of each named job: the factor of its interval's log half-widths once its own offset is given back
         (``job_width_factors_``; ``constants.JOB_OFFSET_WIDTH_SHARE``); 1 for a job the model was not trained on."""
         rho = getattr(self, "job_width_factors_", None) or {}
@@ -550,7 +550,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
             return np.ones(len(X))
         larger = X[:, _N_JOBS] > m
         if jobs is not None:
-            trained = getattr(self, "trained_jobs_", frozenset())
+            trained: frozenset[str] = getattr(self, "trained_jobs_", frozenset())
             larger &= ~np.fromiter((job_of(str(j)) in trained for j in jobs), bool, len(X))
         return np.where(larger, kappa[interval_class(X, "host_bound")], 1.0)
 
@@ -598,10 +598,12 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         Xm = self._tree_rows(X)
         base = baseline_slowdown(self.baseline_coefs_, baseline_terms(X, self.load_, self.wait_gate_))
         p = self._point(Xm, base, X[:, _T_BUSY])
-        f, rho = 1.0, 1.0
+        f: float | np.ndarray = 1.0
+        rho: float | np.ndarray = 1.0
         if jobs is not None:
-            f, rho = self._factors_of(jobs, len(X)), self.job_width_factors(jobs)
-            p = corrected(p, f)
+            f = factors = self._factors_of(jobs, len(X))
+            rho = self.job_width_factors(jobs)
+            p = corrected(p, factors)
         w = np.exp(self._log_width(X, p) * rho * self.unseen_width_factors(X, jobs))
         iv = np.column_stack([p / w, p * w])
         if self.quantile_floor_:

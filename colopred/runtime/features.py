@@ -62,7 +62,7 @@ MODEL_FEATURES = tuple(f for f in FEATURES if not f.startswith("co_sum_") and f 
                        and not f.endswith(MPS_ONLY))
 # Under MPS the trees also see the loads of the baseline's terms: the co-runners' summed wait and the MPS share load.
 # Past the set sizes trained on, the trees hold the correction of the largest loads they saw, which curbs the
-# baseline's growth with the set (chosen on the development rows: scripts/dev_constants.py --only mps_loads).
+# baseline's growth with the set (chosen on the development rows: research/dev_constants.py --only mps_loads).
 MPS_TREE_LOADS = ("co_sum_busy_mps_wait_us", "mps_share_load")
 MPS_TREE_FEATURES = tuple(f for f in FEATURES if f.endswith(MPS_ONLY) and not f.startswith("co_sum_") and f != "t_dram_util_p25") \
     + MPS_TREE_LOADS

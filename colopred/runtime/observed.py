@@ -10,7 +10,7 @@ set), every later prediction of j, and its interval, is multiplied by
 
 a shrinkage estimate of the job's log-offset: n₀ is the prior's weight counted in observations (n₀ = 0 trusts one
 observation fully; ∞ ignores them). n₀ per mode is ``constants.OBSERVED_PRIOR_WEIGHT``, chosen on the development
-architectures (``scripts/dev_observed_shrinkage.py``). A job is known by its profile's name; copies of one job in a
+architectures (``research/dev_observed_shrinkage.py``). A job is known by its profile's name; copies of one job in a
 set (``JOB#1``, ``JOB#2``: ``colopred.profile.job_of``) are observations of that job.
 
 The interval narrows with what the observations remove. With the log error e = b + ε of a job's rows (b its
@@ -30,7 +30,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -42,7 +42,14 @@ from ..profile import JobProfile, job_of
 from ..schema import problems
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .predictor import Predictor
+    import pandas as pd
+
+
+class SetPredictor(Protocol):
+    """What :func:`job_offsets` needs of a predictor (:class:`~colopred.runtime.predictor.Predictor` is one): the
+    per-job predictions of many sets, without any correction."""
+
+    def predict_many(self, sets: Sequence[Sequence[JobProfile]]) -> pd.DataFrame: ...
 
 
 @dataclass(frozen=True)
@@ -120,7 +127,7 @@ def offset_share_of(mode: str) -> float:
     return float(OBSERVED_OFFSET_SHARE[mode])
 
 
-def job_offsets(predictor: "Predictor", observations: Sequence[Observation],
+def job_offsets(predictor: SetPredictor, observations: Sequence[Observation],
                 prior: Mapping[str, JobOffset] | None = None) -> dict[str, JobOffset]:
     """Each observed job's :class:`JobOffset`, ``prior``'s observations (earlier ones) pooled in. ``predictor``
     predicts the observed sets without any correction."""
@@ -171,7 +178,7 @@ def observations_document(entries: Sequence[tuple[str, Sequence[str], Sequence[f
                              for mode, jobs, slowdowns in entries]}
 
 
-def parse_observation(path: Path, where: str, entry: Any, resolve: Callable[[str, str], JobProfile]) -> Observation:
+def parse_observation(path: Path | None, where: str, entry: Any, resolve: Callable[[str, str], JobProfile]) -> Observation:
     """One ``{"jobs": [...], "slowdowns": [...]}`` entry of a file (an observations file, a placement request's
     ``observed``); ``resolve(name, where)`` gives the profile a job entry names. Errors name the file and field."""
     if not isinstance(entry, dict) or set(entry) - {"jobs", "slowdowns"} or not {"jobs", "slowdowns"} <= set(entry):

@@ -15,13 +15,15 @@ array is wide is padded with NaN (``None`` in a list), which every function skip
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, overload
 
 import numpy as np
 
 from ..constants import CONTEXT_OVERHEAD_GIB
 
-ArrayLike = Sequence[float | None] | np.ndarray
+OneSet = Sequence[float | None]
+"""The per-job values of one set (a list or tuple): every function gives a number for it."""
+ArrayLike = OneSet | np.ndarray
 
 
 def _array(values: ArrayLike) -> np.ndarray:
@@ -29,6 +31,10 @@ def _array(values: ArrayLike) -> np.ndarray:
         else np.asarray(values, dtype=float)
 
 
+@overload
+def delta(solo_ms: OneSet, collocated_ms: OneSet) -> float: ...
+@overload
+def delta(solo_ms: ArrayLike, collocated_ms: ArrayLike) -> np.ndarray | float: ...
 def delta(solo_ms: ArrayLike, collocated_ms: ArrayLike) -> np.ndarray | float:
     """Tabrizian's δ (eq. 4.1): Σ_j t_j / max_j t'_j over the last axis."""
     t, c = _array(solo_ms), _array(collocated_ms)
@@ -36,12 +42,20 @@ def delta(solo_ms: ArrayLike, collocated_ms: ArrayLike) -> np.ndarray | float:
     return float(out) if np.ndim(out) == 0 else out
 
 
+@overload
+def normalised_throughput(slowdown: OneSet) -> float: ...
+@overload
+def normalised_throughput(slowdown: ArrayLike) -> np.ndarray | float: ...
 def normalised_throughput(slowdown: ArrayLike) -> np.ndarray | float:
     """Σ_j 1 / s_j over the last axis: 1 for a job alone, > 1 where the collocation pays."""
     out = np.nansum(1.0 / _array(slowdown), axis=-1)
     return float(out) if np.ndim(out) == 0 else out
 
 
+@overload
+def memory_need_gib(peak_memory_gib: OneSet, present: None = None) -> float: ...
+@overload
+def memory_need_gib(peak_memory_gib: ArrayLike, present: np.ndarray | None = None) -> np.ndarray | float: ...
 def memory_need_gib(peak_memory_gib: ArrayLike, present: np.ndarray | None = None) -> np.ndarray | float:
     """GPU memory a set needs: Σ_j (peak_j + CONTEXT_OVERHEAD_GIB) over the last axis. A missing peak (None/NaN)
     counts 0 beside its context; ``present`` (bool, same shape) marks the jobs of a padded array."""
@@ -52,6 +66,10 @@ def memory_need_gib(peak_memory_gib: ArrayLike, present: np.ndarray | None = Non
     return float(out) if np.ndim(out) == 0 else out
 
 
+@overload
+def fits_memory(need_gib: float, gpu_memory_gib: float) -> bool: ...
+@overload
+def fits_memory(need_gib: np.ndarray | float, gpu_memory_gib: float) -> np.ndarray | bool: ...
 def fits_memory(need_gib: np.ndarray | float, gpu_memory_gib: float) -> np.ndarray | bool:
     """Whether a set needing ``need_gib`` (:func:`memory_need_gib`) fits on a GPU of ``gpu_memory_gib``."""
     out = np.asarray(need_gib) <= gpu_memory_gib

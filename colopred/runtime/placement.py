@@ -200,7 +200,7 @@ class _Problem:
         multi = np.flatnonzero(ok & (sizes >= 2))
         if len(multi):
             s = self.scorer.slowdown_index(self.jobs, idx[multi])
-            value = outcome.normalised_throughput(s)
+            value = np.asarray(outcome.normalised_throughput(s))
             value[np.isnan(np.where(idx[multi] >= 0, s, 0.0)).any(axis=1)] = -np.inf  # a set the scorer cannot predict
             if self.max_slowdown is not None:
                 value = np.where(np.nanmax(s, axis=1) <= self.max_slowdown, value, -np.inf)
@@ -222,7 +222,7 @@ class _Problem:
         if not queued:
             return {}
         m = len(self.gpus)
-        need_job = outcome.memory_need_gib(self.peak[queued][:, None])
+        need_job = np.asarray(outcome.memory_need_gib(self.peak[queued][:, None]))
         used = np.array([outcome.memory_need_gib(self.peak[list(g)]) if g else 0.0 for g in groups])
         full = np.array([len(g) >= self.max_per_gpu for g in groups])
         short = used[None, :] + need_job[:, None] > self.memory[None, :]  # queued job x GPU
@@ -296,7 +296,7 @@ def _exact(pb: _Problem) -> list[tuple[int, ...]]:
         key = ("pinned", g) if run else ("empty", float(pb.memory[g]))
         classes.setdefault(key, []).append(g)
     cand_groups, cand_class, cand_gpu = [], [], []
-    for c, (key, members) in enumerate(classes.items()):
+    for c, members in enumerate(classes.values()):
         run = pb.running[members[0]]
         room = pb.max_per_gpu - len(run)
         for size in range(0 if run else 1, max(room, 0) + 1):
@@ -315,8 +315,8 @@ def _exact(pb: _Problem) -> list[tuple[int, ...]]:
     free_pos = {j: r for r, j in enumerate(pb.free)}
     gain = np.array([values[i] + weight * sum(1 for j in cand_groups[i] if j in free_pos) for i in keep])
     A = lil_matrix((n_free + len(classes), len(groups)))
-    for v, g in enumerate(groups):
-        for j in g:
+    for v, group in enumerate(groups):
+        for j in group:
             if j in free_pos:
                 A[free_pos[j], v] = 1
         A[n_free + cls[v], v] = 1
@@ -331,7 +331,7 @@ def _exact(pb: _Problem) -> list[tuple[int, ...]]:
     if res.x is None:  # pragma: no cover - feasible: running sets alone (open GPUs' break no limit) and empty GPUs
         raise RuntimeError(f"the placement integer program failed: {res.message}")
     by_class = {c: list(members) for c, (_, members) in enumerate(classes.items())}
-    for v in np.flatnonzero(res.x > 0.5):
+    for v in np.flatnonzero(res.x > 0.5).tolist():
         out[by_class[cls[v]].pop(0)] = groups[v]
     return out
 
@@ -352,7 +352,7 @@ def _heuristic(pb: _Problem, rounds: int = LOCAL_SEARCH_ROUNDS, seed: int = 0) -
         n_pairs = min(extra, len(empty))
         a, b = np.triu_indices(len(free), 1)
         fr = np.array(free)
-        pairs = list(zip(fr[a].tolist(), fr[b].tolist()))
+        pairs: list[tuple[int, ...]] = list(zip(fr[a].tolist(), fr[b].tolist()))
         value = pb.values(pairs, np.full(len(pairs), empty[0], dtype=np.int64))
         allowed = np.isfinite(value)
         options = np.bincount(np.r_[a[allowed], b[allowed]], minlength=len(free))
@@ -360,7 +360,7 @@ def _heuristic(pb: _Problem, rounds: int = LOCAL_SEARCH_ROUNDS, seed: int = 0) -
         jitter = np.random.default_rng(seed).random(len(pairs)) if seed else np.zeros(len(pairs))
         order = np.lexsort((-value, scarcity + jitter))  # scarce jobs first (ties broken at random on restarts), best pairs
         used: set[int] = set()
-        chosen = []
+        chosen: list[tuple[int, ...]] = []
         for v in order:
             if len(chosen) == n_pairs:
                 break
@@ -410,8 +410,7 @@ def _heuristic(pb: _Problem, rounds: int = LOCAL_SEARCH_ROUNDS, seed: int = 0) -
             groups[g].append(left[r])
         took = {r for r, _ in placed}
         left = [j for r, j in enumerate(left) if r not in took]
-    groups = _local_search(pb, groups, left, rounds, np.random.default_rng(seed))
-    return _fill(pb, groups)
+    return _fill(pb, _local_search(pb, groups, left, rounds, np.random.default_rng(seed)))
 
 
 def _fill(pb: _Problem, groups: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
@@ -559,8 +558,8 @@ def place(scorer: Scorer, jobs: Sequence[JobProfile], gpus: Sequence[Gpu], max_p
         starts = HEURISTIC_RESTARTS if len(pb.free) <= RESTARTS_MAX_JOBS else 1
         groups, best_value = _heuristic(pb, seed=0), -np.inf
         for seed in range(starts):
-            g = groups if seed == 0 else _heuristic(pb, seed=seed)
-            v = pb.objective(g)
+            tried = groups if seed == 0 else _heuristic(pb, seed=seed)
+            v = pb.objective(tried)
             if v > best_value + MIN_GAIN:
-                groups, best_value = g, v
+                groups, best_value = tried, v
     return pb.result(groups, "exact" if exact else "heuristic", exact)

@@ -51,7 +51,7 @@ class Request:
     observed: list[Observation] = field(default_factory=list)
 
 
-def _number(path: Path, where: str, v: Any, *, integer: bool = False, minimum: float | None = None, strict: bool = False) -> Any:
+def _number(path: Path | None, where: str, v: Any, *, integer: bool = False, minimum: float | None = None, strict: bool = False) -> Any:
     ok = isinstance(v, int if integer else (int, float)) and not isinstance(v, bool) and (integer or math.isfinite(v))
     if ok and minimum is not None:
         ok = v > minimum if strict else v >= minimum
@@ -80,7 +80,12 @@ def _job(path: Path | None, where: str, entry: Any, resolve: Callable[[str, str]
             raise SchemaError(path, f"{where}.copies {n} is more than {MAX_COPIES}")
     prof = entry["profile"]
     if isinstance(prof, str):
-        p = resolve(prof, f"{where}.profile") if resolve else JobProfile.from_json(path.parent / prof)
+        if resolve is not None:
+            p = resolve(prof, f"{where}.profile")
+        elif path is not None:
+            p = JobProfile.from_json(path.parent / prof)
+        else:
+            raise SchemaError(None, f"{where}.profile: a file name, and no request file to read it beside")
     elif isinstance(prof, dict):
         p = JobProfile.from_dict(prof, f"{path} ({where}.profile)")
     else:
@@ -135,6 +140,8 @@ def request_from_document(doc: Any, path: Path | None, kind: str | None = None,
     if "model" in doc:
         if not isinstance(doc["model"], str):
             raise SchemaError(path, "model must be a manifest file name")
+        if path is None:
+            raise SchemaError(None, "model: a file name, and no request file to read it beside")
         req.model = path.parent / doc["model"]
     if "solver" in doc:
         if doc["solver"] not in ("auto", "exact", "heuristic"):
@@ -181,7 +188,7 @@ def request_from_document(doc: Any, path: Path | None, kind: str | None = None,
             raise SchemaError(path, f"job name {p.name!r} is given to two different profiles (set a distinct name; the same "
                                     "profile under one name is copies of one job)")
     req.jobs = as_instances(req.jobs)  # copies to place: JOB#1 .. JOB#N
-    copies_of = {}
+    copies_of: dict[str, list[str]] = {}
     for p in req.jobs:
         if job_of(p.name) != p.name:
             copies_of.setdefault(job_of(p.name), []).append(p.name)

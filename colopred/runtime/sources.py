@@ -18,7 +18,7 @@ per job), or its ncu profile.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from .features import model_features
 
@@ -78,7 +78,7 @@ def has_timeline_fields(profiles) -> bool:
 def source_of(profiles: Sequence) -> str:
     """The one source of ``profiles`` (``ncu`` or ``nvml``), which picks the model that reads them; ``ValueError``
     naming a profile of each kind where they mix."""
-    by = {}
+    by: dict[str, Any] = {}
     for p in profiles:
         by.setdefault(p.source, p)
     if len(by) > 1:

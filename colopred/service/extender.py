@@ -236,7 +236,7 @@ def _judge_mode(state: ServiceState, m: ServedModel, pod: PodRequest, pod_versio
     # a set's key lists its running jobs as the node reported them: the same set reported in another order is only
     # predicted once more, never confused with another
     run_keys = [tuple([keys[c] for c in members[:-1]]) for members in idx_rows]
-    with_pod = _values(state, m, profiles, [(keys[0], rk) for rk in run_keys], [members for members in idx_rows], fits)
+    with_pod = _values(state, m, profiles, [(keys[0], rk) for rk in run_keys], list(idx_rows), fits)
     without = _values(state, m, profiles, [(None, rk) for rk in run_keys], [members[:-1] for members in idx_rows], fits)
     for r, (node, gname, _, _) in enumerate(live):
         s_max, thr = with_pod[r]

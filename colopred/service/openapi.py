@@ -8,14 +8,14 @@ OpenAPI 3.1's schema objects are JSON Schema 2020-12: a shipped schema goes in a
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
 SHIPPED = ("job_profile", "prediction", "prediction_table", "placement_request", "placement", "partners")
 
 
-@lru_cache(maxsize=None)
+@cache
 def shipped_schema(name: str) -> dict[str, Any]:
     return json.loads((resources.files("colopred") / "schemas" / f"{name}.schema.json").read_text(encoding="utf-8"))
 

@@ -160,7 +160,7 @@ class ServiceState:
         self.nodes: dict[str, tuple[int, dict[str, Any]]] = {}
         self.heads = {"profiles": 0, "observations": 0, "nodes": 0}
         self.rolling = {m: deque(maxlen=ROLLING_ERRORS) for m in MODES}
-        self.observation_counts = {m: 0 for m in MODES}
+        self.observation_counts = dict.fromkeys(MODES, 0)
         self.lock = threading.RLock()
         self.replayed = 0
         """Observation rows this process has read from the store and applied (not counting a checkpoint's)."""

@@ -166,7 +166,7 @@ class ShardedCampaign:
             gpu_of = dict(zip(shards, gpus))
             codes: dict[int, int] = {}
             running: dict[int, Process] = {}
-            restarts = {k: 0 for k in shards}
+            restarts = dict.fromkeys(shards, 0)
             parts = {k: self.shard(k) for k in shards}  # each shard's plan built once
             for k in shards:
                 left = _pending(parts[k])

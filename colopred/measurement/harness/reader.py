@@ -265,10 +265,44 @@ SLOWDOWN_COLUMNS = ["campaign", "window_id", "seq", "segment", "mode", "set", "n
 """The columns of ``slowdown_table``, in order."""
 
 
+class _JobSolos:
+    """One (campaign, mode, job)'s solo windows (``solo_table`` rows sorted by ``seq``) as arrays: the baselines of
+    many windows at once, as :func:`same_gpu` and :func:`_nearby_solo` take them from the table."""
+
+    def __init__(self, solos: pd.DataFrame):
+        self.seq = solos["seq"].to_numpy()
+        self.ms = solos["iteration_ms"].to_numpy()
+        self.segment = solos["segment"].to_numpy()
+        self.gpu_uuid = solos["gpu_uuid"].to_numpy()
+        self.shard = solos["shard"].to_numpy()
+
+    def baseline(self, seq: int, gpu_uuid, shard, segment: int | None) -> tuple[float | None, bool]:
+        """``_nearby_solo(same_gpu(solos, gpu_uuid, shard), seq, segment)``."""
+        if isinstance(gpu_uuid, str):
+            on_gpu = self.gpu_uuid == gpu_uuid
+        elif shard is not None and not pd.isna(shard):
+            on_gpu = self.shard == shard
+        else:
+            on_gpu = np.ones(len(self.seq), dtype=bool)
+        if segment is not None:
+            own = on_gpu & (self.segment == segment)
+            if own.any():
+                return self._nearest_mean(own, seq), True
+        return self._nearest_mean(on_gpu, seq), segment is None
+
+    def _nearest_mean(self, rows: np.ndarray, seq: int) -> float | None:
+        """Mean iteration ms of the solo windows of ``rows`` just before and just after ``seq``
+        (:func:`nearest_solo_windows`)."""
+        seqs, ms = self.seq[rows], self.ms[rows]
+        before, after = np.searchsorted(seqs, seq, side="left"), np.searchsorted(seqs, seq, side="right")
+        vals = ([ms[before - 1]] if before > 0 else []) + ([ms[after]] if after < len(seqs) else [])
+        return float(np.mean(vals)) if vals else None
+
+
 def slowdown_table(windows: pd.DataFrame) -> pd.DataFrame:
     """One row per (successful collocated window, job) with slowdown, δ and throughput."""
     solos = solo_table(windows)
-    by_key = {k: g.sort_values("seq") for k, g in solos.groupby(["campaign", "mode", "job"])}
+    by_key = {k: _JobSolos(g.sort_values("seq")) for k, g in solos.groupby(["campaign", "mode", "job"])}
     noise = solo_noise(windows).set_index(["campaign", "mode", "job"])["cv"].to_dict() if len(solos) else {}
     rows = []
     colo = windows[(windows["kind"] == "colo") & (windows["status"] == "ok")]
@@ -277,7 +311,7 @@ def slowdown_table(windows: pd.DataFrame) -> pd.DataFrame:
         for member in w.jobs:  # a job, or a copy JOB#k of one, measured against the job's solo windows
             job = job_of(member)
             s = by_key.get((w.campaign, w.mode, job))
-            t, same = (None, False) if s is None else _nearby_solo(same_gpu(s, w.gpu_uuid, w.shard), w.seq, w.segment)
+            t, same = (None, False) if s is None else s.baseline(w.seq, w.gpu_uuid, w.shard, w.segment)
             r = w.results[member]
             per_job.append((job, t, r["mean_ms"], r.get("iterations"), r.get("peak_memory_gib"), same, member))
         if any(t is None for _, t, *_ in per_job):

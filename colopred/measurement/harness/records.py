@@ -12,7 +12,7 @@ import io
 import json
 import os
 import platform
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -28,7 +28,7 @@ RECORD_SCHEMA = "colopred.window/1"
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def repair_tail(path: Path) -> int:

@@ -132,7 +132,7 @@ def kernel_metrics(kernels: pd.DataFrame) -> dict[str, Any]:
             wait = float(np.sum(t[ok] ** 2 * held[ok]) / (2.0 * t.sum()) / 1e3) if ok.any() else float("nan")
             out["blocking_wait_us"] = None if not np.isfinite(wait) else wait
             out["mps_wait_us"] = mps_wait_us(t, waves, occupancy)
-    out["kernel_count"] = int(len(kernels))
+    out["kernel_count"] = len(kernels)
     out["kernel_ms_total"] = float(t.sum() / 1e6)
     out["mean_kernel_us"] = float(t.mean() / 1e3) if len(t) else 0.0
     return out

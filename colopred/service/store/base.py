@@ -19,13 +19,13 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any, Iterator, Sequence
 
 
 def now_utc() -> str:
     """The time now, UTC, ISO 8601 with microseconds."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 class StoreError(Exception):
@@ -82,7 +82,7 @@ class ObservationRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.seq, "mode": self.mode, "jobs": [j.job for j in self.jobs],
-                "slowdowns": [j.slowdown for j in self.jobs], **{k: v for k, v in self.detail.items()},
+                "slowdowns": [j.slowdown for j in self.jobs], **self.detail,
                 "idempotency_key": self.idempotency_key, "received_at": self.received_at, "model": self.model,
                 "predicted": [j.predicted for j in self.jobs], "predicted_uncorrected": [j.predicted_raw for j in self.jobs]}
 
