@@ -91,6 +91,18 @@ def load_version(models_dir: Path | None, path: str, sha256: str) -> Predictor:
     return Predictor.load(manifest)
 
 
+def previous_version(events: Sequence[Any]) -> int | None:
+    """The version that served before the latest of a name's model ``events`` (0 before any), or None where no other
+    version ever served: what a rollback without a version goes back to."""
+    if not events:
+        return None
+    current = events[-1].version
+    for ev in reversed(events[:-1]):
+        if ev.version != current:
+            return ev.version
+    return 0 if current != 0 else None
+
+
 # --------------------------------------------------------------------------------------------- promotion
 @dataclass(frozen=True)
 class Comparison:

@@ -18,7 +18,8 @@ from ..deps import get_state, json_response, require_token
 from ..errors import StrictJSONRoute
 from ..openapi import ERRORS, answer
 from ..state import ServiceError, ServiceState
-from ..store import ModelEvent, StoreError
+from ..store import StoreError
+from ..versions import previous_version
 
 router = APIRouter(prefix="/v1/models", tags=["models"], route_class=StrictJSONRoute)
 
@@ -56,17 +57,6 @@ async def versions(name: str, state: ServiceState = Depends(get_state)) -> Respo
     promotion and rollback, and the version this server serves."""
     _served(state, name)
     return json_response(versions_document(state, name))
-
-
-def previous_version(events: list[ModelEvent]) -> int | None:
-    """The version that served before the latest event (0 before any), or None where no other version ever served."""
-    if not events:
-        return None
-    current = events[-1].version
-    for ev in reversed(events[:-1]):
-        if ev.version != current:
-            return ev.version
-    return 0 if current != 0 else None
 
 
 async def _switch(state: ServiceState, name: str, action: str, version: int, reason: str) -> Response:
