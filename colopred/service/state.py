@@ -362,11 +362,13 @@ class ServiceState:
                 continue
             try:
                 new = self._served_version(name, ev)
+                self.version_errors.pop(name, None)
             except (VersionError, ColopredError, OSError, ValueError) as e:
                 self.version_errors[name] = f"version {ev.version}: {e}"
-                log.error("model %s: cannot serve version %d (%s); version %d keeps serving", name, ev.version, e, m.version)
-                continue
-            self.version_errors.pop(name, None)
+                new = self._last_good(name, ev)
+                log.error("model %s: cannot serve version %d (%s); version %d serves", name, ev.version, e, new.version)
+                if new.version == m.version and new.id == m.id:
+                    continue
             self.models[name] = new
             self._rebuild(new)
             log.info("model %s: version %d (%s) serves, after a %s", name, new.version, new.id, ev.action)
@@ -374,6 +376,18 @@ class ServiceState:
         self.heads["models"] = head
         if switched:  # every cached answer names its model's id, but the extender's verdicts do not: start afresh
             self.predictions, self.set_values, self.verdicts = AnswerCache(), AnswerCache(SET_VALUE_ENTRIES), AnswerCache(VERDICT_EPOCHS)
+
+    def _last_good(self, name: str, failed: ModelEvent) -> ServedModel:
+        """The version of the newest event before ``failed`` that loads (version 0 at worst): what every server of the
+        store serves, a running one and a restarted one alike, while the newest event's version cannot be loaded."""
+        for ev in reversed([e for e in self.store.model_events(name) if e.seq < failed.seq]):
+            if ev.version == failed.version:
+                continue
+            try:
+                return self._served_version(name, ev)
+            except (VersionError, ColopredError, OSError, ValueError):
+                continue
+        return self._served_version(name, ModelEvent(0, name, "rollback", 0, None, "", ""))
 
     def _served_version(self, name: str, ev: ModelEvent) -> ServedModel:
         sha, base = self.base[name]
