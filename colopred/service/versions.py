@@ -150,6 +150,23 @@ def served_errors(predictor: Predictor, earlier: Sequence[Observation], held_out
     return 100.0 * np.abs(s_hat - s) / s
 
 
+def verdict(current_ape: np.ndarray, candidate_ape: np.ndarray, sizes: np.ndarray, min_rows: int = MIN_HELD_OUT_ROWS,
+            margin: float = MARGIN_POINTS, confidence: float = CONFIDENCE, draws: int = BOOTSTRAP_DRAWS,
+            seed: int = BOOTSTRAP_SEED) -> tuple[bool, float, float]:
+    """The rule on paired absolute % errors of held-out job rows (``sizes``: rows per observation, in order):
+    (promote, mean gain in points, the lower end of its one-sided bootstrap interval, observations resampled)."""
+    gain_rows = np.asarray(current_ape, float) - np.asarray(candidate_ape, float)
+    sizes = np.asarray(sizes, int)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    per_obs = np.add.reduceat(gain_rows, starts)  # each observation's summed gain: its rows share a window's noise
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(sizes), size=(draws, len(sizes)))
+    boot = per_obs[picks].sum(axis=1) / sizes[picks].sum(axis=1)
+    lower = float(np.quantile(boot, 1.0 - confidence))
+    gain = float(gain_rows.mean())
+    return bool(len(gain_rows) >= min_rows and gain >= margin and lower > 0.0), gain, lower
+
+
 def compare(current: Predictor, candidate: Predictor, earlier: Sequence[Observation], held_out: Sequence[Observation],
             min_rows: int = MIN_HELD_OUT_ROWS, margin: float = MARGIN_POINTS, confidence: float = CONFIDENCE,
             draws: int = BOOTSTRAP_DRAWS, seed: int = BOOTSTRAP_SEED) -> Comparison:
@@ -161,16 +178,8 @@ def compare(current: Predictor, candidate: Predictor, earlier: Sequence[Observat
                           f"no held-out observations: a promotion needs at least {min_rows} held-out job rows")
     cur = served_errors(current, earlier, held_out)
     cand = served_errors(candidate, earlier, held_out)
-    gain_rows = cur - cand
-    sizes = np.array([len(o.slowdowns) for o in held_out])
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    per_obs = np.add.reduceat(gain_rows, starts)  # each observation's summed gain: its rows share a window's noise
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(held_out), size=(draws, len(held_out)))
-    boot = per_obs[picks].sum(axis=1) / sizes[picks].sum(axis=1)
-    lower = float(np.quantile(boot, 1.0 - confidence))
-    gain = float(gain_rows.mean())
-    promote = n_rows >= min_rows and gain >= margin and lower > 0.0
+    promote, gain, lower = verdict(cur, cand, np.array([len(o.slowdowns) for o in held_out]), min_rows, margin, confidence,
+                                   draws, seed)
     if n_rows < min_rows:
         reason = f"{n_rows} held-out job rows, fewer than the {min_rows} a promotion needs"
     elif gain < margin:
