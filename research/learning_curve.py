@@ -391,12 +391,12 @@ def main(argv: list[str] | None = None) -> int:
     ds = None
     if a.reuse and cache.is_file():
         rows = pd.read_csv(cache)
-        data_hash = "(reused fold_rows.csv.gz)"
+        data_hash = str(rows["data_hash"].iloc[0]) if "data_hash" in rows else "(reused fold_rows.csv.gz)"
     else:
         ds = load_dataset(a.data)
         data_hash = ds.data_hash
         log(f"read {a.data} (hash {ds.data_hash})")
-        rows = pd.concat([fold_rows(ds, m) for m in modes], ignore_index=True)
+        rows = pd.concat([fold_rows(ds, m) for m in modes], ignore_index=True).assign(data_hash=ds.data_hash)
         write_csv_atomic(rows, cache, index=False, float_format="%.6g")
     rows = rows[rows["mode"].isin(modes)].reset_index(drop=True)
     rows["split"] = np.where(rows["held_out"].isin(set(locked_architectures(a.data))), "locked", "development")

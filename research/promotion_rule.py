@@ -143,15 +143,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = pd.read_csv(a.rows)
     cache = out / "seed1_rows.csv.gz"
     if a.reuse and cache.is_file():
-        alt = pd.read_csv(cache)["pred_seed1"].to_numpy()
-        data_hash = "(reused)"
+        cached = pd.read_csv(cache)
+        alt = cached["pred_seed1"].to_numpy()
+        data_hash = str(cached["data_hash"].iloc[0]) if "data_hash" in cached else "(reused)"
     else:
         ds = load_dataset(a.data)
         data_hash = ds.data_hash
         alt = np.full(len(rows), np.nan)
         for mode in MODES:
             alt[(rows["mode"] == mode).to_numpy()] = other_seed(ds, rows, mode)
-        write_csv_atomic(pd.DataFrame({"pred_seed1": alt}), cache, index=False, float_format="%.6g")
+        write_csv_atomic(pd.DataFrame({"pred_seed1": alt, "data_hash": data_hash}), cache, index=False, float_format="%.6g")
     null = simulate(rows, alt).assign(candidate="no better (another tree seed)")
     good = simulate(rows, better(rows)).assign(candidate=f"better (unseen jobs' offsets from {K_BETTER} other sets)")
     table = pd.concat([null, good], ignore_index=True)
@@ -175,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             "`versions.MIN_HELD_OUT_ROWS`). Promotion rate (%) at that rule:\n\n" + md_table(wide.round(1))
             + "\n\nMean gain of the candidate on the held-out rows (points of MAPE):\n\n" + md_table(gains)
             + "\n\nThe no-better candidate's worst promotion rate (%) over sizes and modes, for each margin (rows) and least "
-            "number of held-out rows (columns):\n\n" + md_table(worst.reset_index().round(1)) + "\n")
+            "number of held-out rows (columns):\n\n" + md_table(worst.round(1).reset_index()) + "\n\nEvery rate, both "
+            "candidates, every margin and least number of rows: `table.csv`.\n")
     write_text_atomic(out / "README.md", text)
     print(text)
     return 0
