@@ -133,7 +133,7 @@ class Comparison:
                               "margin_points": MARGIN_POINTS, "confidence": CONFIDENCE}}
 
 
-def split_held_out(items: Sequence[Any], rows_of=lambda o: len(o.slowdowns), share: float = HOLDOUT_SHARE) -> tuple[list, list]:
+def split_held_out(items: Sequence[Any], share: float = HOLDOUT_SHARE) -> tuple[list, list]:
     """(earlier, held out): the held-out part is the most recent ``share`` of ``items`` (oldest first), counted in
     observations, at least one observation where there are two or more."""
     items = list(items)

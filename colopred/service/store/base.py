@@ -584,7 +584,7 @@ class Store:
                             [(seq, i, j) for i, j in enumerate(r.jobs)])
             return seq, True
         seq, new = self._write(tx)
-        return self.quarantine_records(f"q.seq = ?", (seq,))[0], new
+        return self.quarantine_records("q.seq = ?", (seq,))[0], new
 
     def quarantine_records(self, where: str = "1 = 1", args: Sequence[Any] = (), limit: int | None = None) -> list[QuarantineRecord]:
         lim = "" if limit is None else f" LIMIT {int(limit)}"
