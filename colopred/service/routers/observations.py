@@ -1,12 +1,13 @@
 """``/v1/observations``: measured collocations fed back, stored before they are acknowledged.
 
 ``POST`` takes the jobs (registered names, as they ran together), the mode and each job's measured slowdown (or
-solo and collocated iteration times), checks them as ``colopred.runtime.observed.Observation`` does, checks that it can be
-true of the jobs named (``colopred.service.validation``: else it is kept in quarantine with its reason, 202, and
-nothing else happens), predicts the set twice (as the live model serves it now, and without any observation's
-correction: the term of the jobs' offsets), commits the record to the store, applies it to the live model's job offsets (``Predictor.observe``'s
-pooling), and answers 201 with the record. The same ``Idempotency-Key`` (header or ``idempotency_key``) with the
-same observation answers 200 with the record stored the first time; with another observation, 409.
+solo and collocated iteration times); checks that the observation can be true of the jobs named
+(``colopred.service.validation``: else it is kept in quarantine with its reason, 202, and nothing else happens) and
+checks it as ``colopred.runtime.observed.Observation`` does; predicts the set twice (as the live model serves it now,
+and without any observation's correction: the term of the jobs' offsets); commits the record to the store; applies
+it to the live model's job offsets (``Predictor.observe``'s pooling); and answers 201 with the record. The same
+``Idempotency-Key`` (header or ``idempotency_key``) with the same observation answers 200 with the record stored the
+first time (accepted or quarantined); with another observation, 409. ``/v1/quarantine`` lists what was held back.
 """
 
 from __future__ import annotations
