@@ -94,3 +94,37 @@ def test_the_postgresql_store_keeps_checkpoints_exactly(postgres):
     assert store.latest_checkpoint(["m@1", "m@2"]) == (7, sums)
     assert store.latest_checkpoint(["m@1", "m@3"]) is None
     store.close()
+
+
+def test_replicas_of_a_postgresql_store_share_versions_rollbacks_and_quarantine(postgres, tmp_path):
+    """A version promoted through one replica serves on the other at its next request (their models folder shared);
+    a quarantined observation is kept once, whichever replica took it."""
+    from colopred.runtime.manifest import default_model_path
+    from colopred.runtime.predictor import Predictor
+    from colopred.research.retrain import write_version
+    from colopred.service.store import open_store
+    from colopred.service.versions import model_id
+
+    url, _ = postgres
+    models = tmp_path / "models"
+    pred = Predictor.load(default_model_path("timeslice"))
+    path, sha = write_version(models, "h100-timeslice", Predictor(pred.model, "timeslice"),
+                              {k: v for k, v in pred.manifest.items() if k != "files"} | {"tag": "pg"}, "origin\n")
+    store = open_store(url)
+    mv, _ = store.add_model_version("h100-timeslice", model_id("h100-timeslice", sha), sha,
+                                    path.relative_to(models).as_posix(), "timeslice", "ncu", {})
+    with Server(url, "--models-dir", str(models)) as a, Server(url, "--models-dir", str(models)) as b:
+        for job in JOBS[:2]:
+            assert call(f"{a.url}/v1/profiles/{job}", "PUT", profile_doc(job))[0] in (200, 201)
+        body = {"mode": "timeslice", "jobs": list(JOBS[:2])}
+        assert _post(a, "/v1/models/h100-timeslice/promote", {"version": mv.version})[0] == 201
+        status, headers, _ = call(b.url + "/v1/predict", "POST", body)
+        assert status == 200 and {k.lower(): v for k, v in headers.items()}["x-colopred-model"] == mv.model_id
+        assert _post(b, "/v1/models/h100-timeslice/rollback", {})[0] == 201
+        status, headers, _ = call(a.url + "/v1/predict", "POST", body)
+        assert {k.lower(): v for k, v in headers.items()}["x-colopred-model"] != mv.model_id
+        poison = {"mode": "timeslice", "jobs": [JOBS[0], "nobody"], "slowdowns": [1.5, 1.2], "idempotency_key": "pg-q"}
+        first, again = _post(a, "/v1/observations", poison), _post(b, "/v1/observations", poison)
+        assert (first[0], again[0]) == (202, 200) and first[1]["id"] == again[1]["id"]
+        status, _, data = call(b.url + "/v1/quarantine")
+        assert json.loads(data)["counts"] == {"unknown_job": 1}

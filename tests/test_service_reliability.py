@@ -149,7 +149,8 @@ def test_soak_of_valid_and_malformed_requests_gives_no_5xx_and_named_fields(tmp_
         elapsed = time.monotonic() - t0
         assert not problems, problems[:5]
         assert sum(counts.values()) == SOAK_REQUESTS and not any(s >= 500 for s in counts)
-        assert sum(n for s, n in counts.items() if s >= 400) >= SOAK_REQUESTS // 5  # every malformed one refused
+        # every malformed one refused, or quarantined (an observation carrying NaN: 202, kept, never applied)
+        assert sum(n for s, n in counts.items() if s >= 400 or s == 202) >= SOAK_REQUESTS // 5
         # still up, and answering as before (observations went to the other mode)
         after = Conn(server.port).send("POST", "/v1/predict", probe)
         assert after == reference

@@ -18,8 +18,8 @@ from .common import HelpFormatter, err
 
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
-    from . import (campaign_commands, exchange_commands, measure_commands, model_commands, placement_commands, profile_commands,
-                   serve_commands)
+    from . import (campaign_commands, exchange_commands, learning_commands, measure_commands, model_commands, placement_commands,
+                   profile_commands, serve_commands)
 
     ap = argparse.ArgumentParser(prog="colopred", formatter_class=HelpFormatter,
                                  description="Predict how much training jobs slow each other down when they share one GPU.")
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     campaign_commands.add_commands(sub)
     exchange_commands.add_commands(sub)
     model_commands.add_commands(sub)
+    learning_commands.add_commands(sub)
     placement_commands.add_commands(sub)
     serve_commands.add_commands(sub)
     return ap

@@ -126,6 +126,14 @@ def cmd_train(a) -> int:
     from ..research.training import train
     from .common import log_of
 
+    if a.store:
+        from .learning_commands import cmd_train_store
+
+        return cmd_train_store(a)
+    if not a.data:
+        raise ColopredError("--data: give the dataset folder to train on (or --store: a version from a service's observations)")
+    if a.model:
+        raise ColopredError("--model: only with --store (the models a store's servers started with)")
     if not a.out or Path(a.out).name in ("", ".", ".."):
         raise ColopredError(f"--out needs a file stem (OUT in OUT-MODE.json), not {a.out!r}")
     source = _profile_source(a.data, a.profiles, log_of(a))
@@ -205,11 +213,23 @@ def add_commands(sub) -> None:
 
     add_server_option(p)
 
-    p = command(sub, "train", "train models on a dataset folder (profiles + campaigns)", cmd_train,
-                "Fit one model per mode on a dataset folder and write OUT-MODE.json with its model files.")
-    p.add_argument("--data", required=True, help="dataset folder: profiles/ncu/*.json and campaigns/*/windows.jsonl")
-    p.add_argument("--out", required=True, help="output stem: writes OUT-MODE.json, OUT-MODE.point.ubj, OUT-MODE.interval.ubj "
-                                                "(OUT-MODE-nvml.* with --profiles nvml)")
+    p = command(sub, "train", "train models on a dataset folder (profiles + campaigns), or a new version from a "
+                "service's observations (--store)", cmd_train,
+                "Fit one model per mode on a dataset folder and write OUT-MODE.json with its model files. With --store, "
+                "fit each served model again on the dataset (default datasets/h100) plus the store's observations, write "
+                "it as a new version to the store's models folder and promote it if it beats the version serving on the "
+                "most recent observations (docs/service.md, \"Learning from observations\").")
+    p.add_argument("--data", help="dataset folder: profiles/ncu/*.json and campaigns/*/windows.jsonl (with --store, "
+                                  "default datasets/h100)")
+    p.add_argument("--out", help="output stem: writes OUT-MODE.json, OUT-MODE.point.ubj, OUT-MODE.interval.ubj "
+                                 "(OUT-MODE-nvml.* with --profiles nvml)")
+    p.add_argument("--store", help="a service's store (a folder, or a postgresql:// URL): train a new version of each "
+                                   "served model from its observations")
+    p.add_argument("--models-dir", help="with --store: the folder of model versions (default: STORE/models)")
+    p.add_argument("--model", action="append", metavar="MANIFEST",
+                   help="with --store: the models the store's servers started with, as for colopred serve (default: the "
+                        "shipped ones)")
+    p.add_argument("--no-promote", action="store_true", help="with --store: record the version, never promote it")
     p.add_argument("--profiles", choices=PROFILE_SOURCES, default=None,
                    help="profiles describing the jobs: profiles/ncu, or profiles/nvml (GPM) for the model of GPM profiles "
                         "(default: profiles/ncu, or profiles/nvml where the dataset has only those)")

@@ -34,10 +34,21 @@ def cmd_serve(a) -> int:
     for m in a.model or ():
         if not Path(m).is_file():
             raise InputError(m, "no such model manifest (--model)")
+    retrain = None
+    if a.retrain_every is not None:
+        if not a.retrain_every > 0:
+            raise ColopredError(f"--retrain-every must be a positive number of minutes, not {a.retrain_every:g}")
+        if a.retrain_min_new < 1:
+            raise ColopredError(f"--retrain-min-new must be at least 1, not {a.retrain_min_new}")
+        if not Path(a.retrain_data).is_dir():
+            raise InputError(a.retrain_data, "dataset directory not found (--retrain-data): a retraining adds the "
+                                             "observations to it")
+        retrain = (60.0 * a.retrain_every, a.retrain_min_new, a.retrain_data)
     config = ServiceConfig(store=a.store, models=tuple(a.model or ()), token_file=a.token_file,
                            limits=Limits(max_body_bytes=int(a.max_body_mib * 1024 * 1024)), max_per_gpu=a.max_per_gpu,
-                           max_slowdown=a.max_slowdown)
-    return serve(config, host=a.host, port=a.port, workers=a.workers, access_log=a.access_log, log_level=a.log_level)
+                           max_slowdown=a.max_slowdown, models_dir=a.models_dir)
+    return serve(config, host=a.host, port=a.port, workers=a.workers, access_log=a.access_log, log_level=a.log_level,
+                 retrain=retrain)
 
 
 def _client(a):
@@ -168,6 +179,13 @@ def add_commands(sub) -> None:
     p.add_argument("--max-body-mib", type=float, default=16.0, help="largest request body, MiB")
     p.add_argument("--max-per-gpu", type=int, default=3, help="the extender's limit of jobs per GPU")
     p.add_argument("--max-slowdown", type=float, help="the extender's limit of any job's predicted slowdown")
+    p.add_argument("--models-dir", help="the folder of trained model versions (default: STORE/models for a folder store; "
+                                        "a database store's replicas share one)")
+    p.add_argument("--retrain-every", type=float, metavar="MINUTES",
+                   help="run `colopred train --store` this often when enough observations arrived (one replica only)")
+    p.add_argument("--retrain-min-new", type=int, default=50, help="observations that must have arrived since the last "
+                                                                   "retraining for the next one")
+    p.add_argument("--retrain-data", default="datasets/h100", help="the dataset a retraining adds the observations to")
     p.add_argument("--access-log", action="store_true", help="log every request")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
                    help="least severe log messages printed")

@@ -24,9 +24,10 @@ from .errors import (BodyLimit, colopred_error_handler, error_response, http_err
                      install_warning_capture, service_error_handler, validation_handler)
 from .metrics import MetricsMiddleware
 from .openapi import ERROR_SCHEMA, components
-from .routers import k8s, nodes, observations, predict, profiles, status
+from .routers import k8s, models, nodes, observations, predict, profiles, status
 from .state import ServiceError, ServiceState, load_models
 from .store import Store, open_store
+from .versions import models_dir_of
 
 log = logging.getLogger("colopred.service")
 
@@ -53,13 +54,15 @@ def create_app(config: ServiceConfig | None = None, store: Store | None = None) 
     token = read_token(config.token_file)
     install_warning_capture()
     store = store or open_store(config.store)
-    state = ServiceState(store, load_models(config.models), config.limits, config.max_per_gpu, config.max_slowdown)
+    state = ServiceState(store, load_models(config.models), config.limits, config.max_per_gpu, config.max_slowdown,
+                         models_dir_of(config.store, config.models_dir))
 
     app = FastAPI(title="colopred", version=__version__, description=DESCRIPTION, docs_url="/docs", redoc_url=None)
     app.state.service = state
     app.state.token = token
     app.state.config = config
-    for r in (predict.router, profiles.router, observations.router, nodes.router, k8s.router, status.router):
+    for r in (predict.router, profiles.router, observations.router, observations.quarantine_router, nodes.router, k8s.router,
+              status.router, models.router):
         app.include_router(r)
     app.add_exception_handler(RequestValidationError, validation_handler)
     app.add_exception_handler(ServiceError, service_error_handler)
@@ -77,7 +80,8 @@ def create_app(config: ServiceConfig | None = None, store: Store | None = None) 
                 doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
                 for path in doc["paths"].values():
                     for method, op in path.items():
-                        if method in ("put", "delete") or (method == "post" and "observations" in op.get("operationId", "")):
+                        if method in ("put", "delete") or (method == "post" and any(
+                                w in op.get("operationId", "") for w in ("observations", "rollback", "promote"))):
                             op["security"] = [{"bearer": []}]
             app.openapi_schema = doc
         return app.openapi_schema

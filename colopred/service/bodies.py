@@ -26,6 +26,9 @@ Name = Annotated[str, StringConstraints(min_length=1, max_length=NAME_CHARS, pat
 """A registered name: letters, digits and ``_ . = -``, at most 200 characters, starting with a letter or digit."""
 Mode = Literal["timeslice", "mps"]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Measured = Annotated[float, Field(allow_inf_nan=True)]
+"""A measured value as posted: NaN, infinite or not positive, it sends its observation to quarantine
+(``colopred.service.validation``) rather than being refused."""
 _NAME_RE = re.compile(NAME_PATTERN)
 
 
@@ -74,11 +77,15 @@ class ObservationBody(Body):
 
     mode: Mode
     jobs: list[Name] = Field(min_length=2, max_length=MAX_SET_SIZE, description="registered profile names, as they ran together")
-    slowdowns: list[Positive] | None = Field(None, description="each job's measured slowdown t'/t, in the order of jobs")
-    solo_ms: list[Positive] | None = Field(None, description="each job's solo iteration time (ms), with colocated_ms")
-    colocated_ms: list[Positive] | None = Field(None, description="each job's collocated iteration time (ms), with solo_ms")
+    slowdowns: list[Measured] | None = Field(None, description="each job's measured slowdown t'/t, in the order of jobs")
+    solo_ms: list[Measured] | None = Field(None, description="each job's solo iteration time (ms), with colocated_ms")
+    colocated_ms: list[Measured] | None = Field(None, description="each job's collocated iteration time (ms), with solo_ms")
     gpu: Annotated[str, StringConstraints(min_length=1, max_length=NAME_CHARS)] | None = Field(
-        None, description="the GPU it ran on (NVML name, or the scheduler's GPU id)")
+        None, description="the GPU it ran on: the scheduler's id (NODE:GPU for a node reported to PUT /v1/nodes, whose "
+                          "mode it is checked against), or its NVML name")
+    gpu_type: Annotated[str, StringConstraints(min_length=1, max_length=NAME_CHARS)] | None = Field(
+        None, description="the GPU model as NVML names it (NVIDIA H100 80GB HBM3): an observation of another type than "
+                          "the model's is quarantined")
     time: Annotated[str, StringConstraints(max_length=64)] | None = Field(None, description="when it ran, ISO 8601")
     idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=NAME_CHARS, pattern=r"^[\x21-\x7e]+$")] | None = Field(
         None, description="the same key posted again returns the stored observation instead of storing it twice "
@@ -102,6 +109,9 @@ class ObservationBody(Body):
     @model_validator(mode="after")
     def _one_kind(self) -> "ObservationBody":
         n = len(self.jobs)
+        twice = next((j for i, j in enumerate(self.jobs) if j in self.jobs[:i]), None)
+        if twice is not None:
+            raise ValueError(f"jobs: job {twice!r} appears twice in one observation (give each job that ran once)")
         if self.slowdowns is not None:
             if self.solo_ms is not None or self.colocated_ms is not None:
                 raise ValueError("give slowdowns, or solo_ms with colocated_ms, not both")
@@ -144,3 +154,18 @@ class NodeReport(Body):
         if len(set(names)) != len(names):
             raise ValueError("gpus: two GPUs have the same name")
         return self
+
+
+class RollbackBody(Body):
+    """``POST /v1/models/{name}/rollback``: serve an earlier version."""
+
+    version: Annotated[int, Field(ge=0)] | None = Field(
+        None, description="the version to serve (0: the model the servers started with); default: the one serving before")
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=NAME_CHARS)] | None = Field(None, description="kept in the event")
+
+
+class PromoteBody(Body):
+    """``POST /v1/models/{name}/promote``: serve a recorded version, whatever the promotion rule said of it."""
+
+    version: Annotated[int, Field(ge=0)] = Field(description="a version GET /v1/models/{name}/versions lists")
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=NAME_CHARS)] | None = Field(None, description="kept in the event")

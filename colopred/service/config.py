@@ -45,6 +45,9 @@ class ServiceConfig:
     """The extender's default limit of jobs per GPU (a pod annotation may lower it)."""
     max_slowdown: float | None = None
     """The extender's default limit of any job's predicted slowdown (a pod annotation may set it)."""
+    models_dir: str | None = None
+    """The folder of trained model versions (``colopred train --store``); None: ``STORE/models`` for a folder store,
+    none for a database URL (``colopred.service.versions``)."""
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))

@@ -117,6 +117,8 @@ def strict_loads(body: bytes | str) -> Any:
 
 
 class StrictJSONRequest(Request):
+    _loads = staticmethod(strict_loads)
+
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
             body = await self.body()
@@ -125,7 +127,7 @@ class StrictJSONRequest(Request):
             except UnicodeDecodeError as e:
                 raise json.JSONDecodeError(f"not UTF-8 ({e.reason})", "", e.start) from None
             try:
-                self._json = strict_loads(text)
+                self._json = self._loads(text)
             except RecursionError:
                 raise json.JSONDecodeError("nested too deeply", "", 0) from None
         return self._json
@@ -135,13 +137,32 @@ class StrictJSONRoute(APIRoute):
     """FastAPI's route, reading JSON bodies strictly (FastAPI's documented way to customise the request:
     a Request subclass handed to the route's handler)."""
 
+    request_class = StrictJSONRequest
+
     def get_route_handler(self) -> Callable:
         handler = super().get_route_handler()
+        request_class = self.request_class
 
         async def strict_handler(request: Request) -> Response:
-            return await handler(StrictJSONRequest(request.scope, request.receive))
+            return await handler(request_class(request.scope, request.receive))
 
         return strict_handler
+
+
+def _measured_loads(text: str) -> Any:
+    return json.loads(text)  # NaN, Infinity and -Infinity read as floats
+
+
+class MeasuredJSONRequest(StrictJSONRequest):
+    """A body whose numbers may be NaN or Infinity: a node agent's failed measurement, kept in quarantine."""
+
+    _loads = staticmethod(_measured_loads)
+
+
+class MeasuredJSONRoute(StrictJSONRoute):
+    """The route of ``POST /v1/observations``: the one body that may carry NaN or Infinity (quarantined, not refused)."""
+
+    request_class = MeasuredJSONRequest
 
 
 class BodyTooLarge(Exception):

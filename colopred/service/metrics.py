@@ -2,8 +2,12 @@
 
   colopred_requests_total{method, endpoint, status}    requests answered, by route template (never the raw path)
   colopred_request_seconds{method, endpoint}           latency histogram
-  colopred_predictions_total{mode}                     sets predicted (predict, predict_many, the extender's GPUs)
+  colopred_predictions_total{mode, model}              sets predicted (predict, predict_many, the extender's GPUs),
+                                                       by the version that answered (``NAME@SHA256[:12]``)
   colopred_observations_total{mode}                    observations stored by this process's requests
+  colopred_observations_quarantined_total{kind}        observations this process's requests kept in quarantine
+  colopred_model_version{model, id}                    the version number serving each model name (0: the one
+                                                       the server started with), its ``NAME@SHA256[:12]`` as ``id``
   colopred_observations_stored{mode}                   observations in the store (the state every worker shares)
   colopred_rolling_error_pct{mode}                     mean |predicted - measured| / measured, in %, of the last
                                                        ROLLING_ERRORS observed jobs: each prediction as served at
@@ -28,8 +32,10 @@ BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5,
 
 REQUESTS = Counter("colopred_requests", "Requests answered", ("method", "endpoint", "status"))
 LATENCY = Histogram("colopred_request_seconds", "Time to answer a request", ("method", "endpoint"), buckets=BUCKETS)
-PREDICTIONS = Counter("colopred_predictions", "Sets predicted", ("mode",))
+PREDICTIONS = Counter("colopred_predictions", "Sets predicted, by the model version that answered", ("mode", "model"))
 OBSERVATIONS = Counter("colopred_observations", "Observations stored by this server's requests", ("mode",))
+QUARANTINED = Counter("colopred_observations_quarantined", "Observations this server's requests kept in quarantine, by kind",
+                      ("kind",))
 
 
 class StateCollector:
@@ -55,10 +61,14 @@ class StateCollector:
         yield GaugeMetricFamily("colopred_profiles", "Registered profiles", value=len(state.profiles))
         yield GaugeMetricFamily("colopred_nodes", "Nodes reported", value=len(state.nodes))
         jobs = GaugeMetricFamily("colopred_observed_jobs", "Jobs whose predictions observations shift", labels=["model"])
+        versions = GaugeMetricFamily("colopred_model_version", "The version serving each model name (0: the start-up "
+                                     "model)", labels=["model", "id"])
         with state.lock:
             for m in state.models.values():
                 jobs.add_metric([m.name], len(m.sums))
+                versions.add_metric([m.name, m.id], m.version)
         yield jobs
+        yield versions
         yield CounterMetricFamily("colopred_cache_hits", "Answers served from the cache",
                                   value=state.predictions.hits + state.set_values.hits)
         yield CounterMetricFamily("colopred_cache_misses", "Answers computed",

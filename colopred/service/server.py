@@ -6,8 +6,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 from ..errors import ColopredError
 from .config import CONFIG_ENV, ServiceConfig
@@ -24,8 +27,49 @@ def check_port(host: str, port: int) -> None:
             raise ColopredError(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})") from None
 
 
+def retrain_command(config: ServiceConfig, data: str) -> list[str]:
+    """``colopred train --store`` for the store and models this server serves."""
+    cmd = [sys.executable, "-m", "colopred", "train", "--store", config.store, "--data", data, "-q"]
+    for m in config.models:
+        cmd += ["--model", m]
+    if config.models_dir:
+        cmd += ["--models-dir", config.models_dir]
+    return cmd
+
+
+def start_retrainer(config: ServiceConfig, every_s: float, min_new: int, data: str, log: logging.Logger) -> threading.Thread:
+    """A daemon thread of the serving process: every ``every_s`` seconds, when ``min_new`` observations or more arrived
+    since the last retraining it started, one ``colopred train --store`` run, in a subprocess (the training code stays
+    out of the server's processes; the run records its version, and the servers load it if it was promoted)."""
+    from .store import open_store
+
+    def loop() -> None:
+        store = open_store(config.store)
+        done_at = store.observation_count()
+        while True:
+            time.sleep(every_s)
+            try:
+                count = store.observation_count()
+            except Exception as e:  # noqa: BLE001 (a store that cannot be read now may be readable at the next turn)
+                log.error("scheduled retraining: cannot read the store (%s)", e)
+                continue
+            if count - done_at < min_new:
+                continue
+            log.info("scheduled retraining: %d new observations, running colopred train --store", count - done_at)
+            r = subprocess.run(retrain_command(config, data), capture_output=True, text=True)
+            if r.returncode != 0:
+                log.error("scheduled retraining failed (exit %d): %s", r.returncode, (r.stderr.strip().splitlines() or [""])[-1])
+            else:
+                log.info("scheduled retraining: %s", " ".join(r.stdout.split())[:400])
+            done_at = count
+
+    t = threading.Thread(target=loop, name="colopred-retrain", daemon=True)
+    t.start()
+    return t
+
+
 def serve(config: ServiceConfig, host: str = "127.0.0.1", port: int = 8000, workers: int = 1, access_log: bool = False,
-          log_level: str = "info") -> int:
+          log_level: str = "info", retrain: tuple[float, int, str] | None = None) -> int:
     import uvicorn
 
     from .app import create_app, read_token
@@ -40,6 +84,8 @@ def serve(config: ServiceConfig, host: str = "127.0.0.1", port: int = 8000, work
     if host not in ("127.0.0.1", "localhost", "::1") and config.token_file is None:
         log.warning("colopred serve: listening on %s without --token-file: anyone who reaches the port can register "
                     "profiles and post observations", host)
+    if retrain is not None:
+        start_retrainer(config, *retrain, log)
     if workers <= 1:
         try:
             app = create_app(config)

@@ -1,7 +1,9 @@
 """What a server holds in memory, and how it is rebuilt from the store.
 
-  models      the models served (the shipped ones, or ``--model`` manifests), read once at start-up; each is a
-              :class:`~colopred.runtime.predictor.Predictor` whose ``offsets`` are the live job offsets
+  models      the models served: each name's version the store's model events make active (version 0, the shipped
+              model or the ``--model`` manifest the server started with; a trained version from the models folder,
+              :mod:`.versions`); each is a :class:`~colopred.runtime.predictor.Predictor` whose ``offsets`` are
+              the live job offsets, rebuilt from every stored observation when the version changes
   profiles    the latest version of every registered profile, as ``JobProfile`` (``meta`` left in the store)
   offsets     per model, each observed job's running sum of log(measured / predicted) and its count k; the
               predictor's ``JobOffset`` of a job is (k, sum / k), as ``Predictor.observe`` pools them
@@ -16,6 +18,7 @@ writes the same way, after they are committed, so nothing is applied twice or ou
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections import OrderedDict, deque
@@ -32,8 +35,12 @@ from ..runtime.manifest import default_model_path
 from ..runtime.observed import JobOffset
 from ..runtime.predictor import Predictor
 from ..runtime.sources import PROFILE_SOURCES, source_of
+from ..errors import ColopredError
 from .config import Limits
-from .store import Store
+from .store import ModelEvent, Store
+from .versions import VersionError, load_version
+
+log = logging.getLogger("colopred.service")
 
 ROLLING_ERRORS = 200
 """Observed jobs (per mode) over which /metrics' rolling error of predictions is taken."""
@@ -65,6 +72,8 @@ class ServedModel:
     sha256: str
     predictor: Predictor
     sums: dict[str, tuple[float, int]] = field(default_factory=dict)
+    version: int = 0
+    """0: the model the server started with; 1, 2, ...: a trained version (the store's ``model_versions``)."""
 
     def __post_init__(self) -> None:
         self.id = f"{self.name}@{self.sha256[:12]}"
@@ -80,7 +89,7 @@ class ServedModel:
 
     def describe(self) -> dict[str, Any]:
         m = self.predictor.manifest
-        return {"name": self.name, "id": self.id, "mode": self.mode, "profile_source": self.source, "gpu": m.get("gpu"),
+        return {"name": self.name, "id": self.id, "version": self.version, "mode": self.mode, "profile_source": self.source, "gpu": m.get("gpu"),
                 "sha256": self.sha256, "n_sets": m.get("n_sets"), "jobs": len(m.get("jobs") or []),
                 "max_set_size": m.get("max_set_size"), "metrics": m.get("metrics"),
                 "observed_jobs": len(self.sums), "observations": sum(k for _, k in self.sums.values())}
@@ -150,15 +159,20 @@ class ServiceState:
     """The server's memory (module doc). ``sync()`` before answering brings it up to the store's last commit."""
 
     def __init__(self, store: Store, models: dict[str, ServedModel], limits: Limits | None = None,
-                 max_per_gpu: int = 3, max_slowdown: float | None = None):
+                 max_per_gpu: int = 3, max_slowdown: float | None = None, models_dir: Path | None = None):
         self.store = store
         self.models = models
+        self.base = {name: (m.sha256, m.predictor) for name, m in models.items()}
+        """Each name's version 0: the model the server started with."""
+        self.models_dir = models_dir
+        self.version_errors: dict[str, str] = {}
+        """Per name, why the version the store makes active could not be loaded (the previous one keeps serving)."""
         self.limits = limits or Limits()
         self.defaults: dict[str, Any] = {"max_per_gpu": max_per_gpu, "max_slowdown": max_slowdown}
         """The extender's limits where a pod's annotations set none."""
         self.profiles: dict[str, tuple[int, JobProfile]] = {}
         self.nodes: dict[str, tuple[int, dict[str, Any]]] = {}
-        self.heads = {"profiles": 0, "observations": 0, "nodes": 0}
+        self.heads = {"profiles": 0, "observations": 0, "nodes": 0, "models": 0}
         self.rolling = {m: deque(maxlen=ROLLING_ERRORS) for m in MODES}
         self.observation_counts = dict.fromkeys(MODES, 0)
         self.lock = threading.RLock()
@@ -167,6 +181,7 @@ class ServiceState:
         self.predictions = AnswerCache()
         self.set_values = AnswerCache(SET_VALUE_ENTRIES)
         self.verdicts = AnswerCache(VERDICT_EPOCHS)
+        self._apply_model_events()
         self.restore_checkpoint()
         self.catch_up()
         if self.replayed >= CHECKPOINT_EVERY_ROWS:
@@ -233,6 +248,7 @@ class ServiceState:
 
     def catch_up(self) -> None:
         with self.lock:
+            self._apply_model_events()
             for rec in _drain(self.store.profile_changes, self.heads["profiles"]):
                 if rec.document is None:
                     self.profiles.pop(rec.name, None)
@@ -282,10 +298,19 @@ class ServiceState:
             self._apply_foreign(foreign)
         self.heads["observations"] = last
 
-    def _apply_foreign(self, seqs: list[int]) -> None:
+    def _apply_foreign(self, seqs: list[int], only: str | None = None) -> None:
         """Observations predicted by a model this server does not serve (another replica's, or before a model
         change): the served model of their mode and profile source predicts them again, from the profile versions
-        they were taken with, and takes their log ratios from that."""
+        they were taken with, and takes their log ratios from that (``only``: that served model's alone)."""
+        known: dict[tuple[str, Any], JobProfile | None] = {}
+
+        def profile_of(job: str, version: Any) -> JobProfile | None:
+            if (job, version) not in known:
+                rec = self.store.profile(job, version)
+                known[(job, version)] = (None if rec is None or rec.document is None
+                                         else JobProfile.from_dict({**rec.document, "meta": {}}))
+            return known[(job, version)]
+
         for lo in range(0, len(seqs), 5_000):
             records = self.store.observations_by_seq(seqs[lo:lo + 5_000])
             groups: dict[str, list[tuple[Any, list[JobProfile]]]] = {}
@@ -293,14 +318,16 @@ class ServiceState:
                 versions = r.detail.get("profile_versions") or [None] * len(r.jobs)
                 profiles = []
                 for j, v in zip(r.jobs, versions):
-                    rec = self.store.profile(j.job, v)
-                    if rec is None or rec.document is None:
+                    p = profile_of(j.job, v)
+                    if p is None:
                         break
-                    profiles.append(JobProfile.from_dict({**rec.document, "meta": {}}))
+                    profiles.append(p)
                 else:
                     try:
                         m = self.model_for(r.mode, profiles)
                     except ServiceError:
+                        continue
+                    if only is not None and m.name != only:
                         continue
                     groups.setdefault(m.name, []).append((r, profiles))
             for name, items in groups.items():
@@ -312,6 +339,93 @@ class ServiceState:
                 for job, lr in zip(names, np.log(measured / s_hat)):
                     m.add(job, float(lr))
 
+    # ------------------------------------------------------------------ model versions
+    def _apply_model_events(self) -> None:
+        """Serve, for each name, the version of its latest model event after the last applied (module doc). A
+        version that cannot be loaded leaves the one serving in place, and says why in ``version_errors``."""
+        latest: dict[str, ModelEvent] = {}
+        head = self.heads["models"]
+        while True:
+            events = self.store.model_events(after_seq=head)
+            if not events:
+                break
+            for ev in events:
+                latest[ev.name] = ev
+            head = events[-1].seq
+        switched = False
+        for name, ev in latest.items():
+            m = self.models.get(name)
+            if m is None:  # a model this server does not serve
+                continue
+            if ev.version == m.version and (ev.version == 0 or m.id == ev.model_id):
+                self.version_errors.pop(name, None)
+                continue
+            try:
+                new = self._served_version(name, ev)
+                self.version_errors.pop(name, None)
+            except (VersionError, ColopredError, OSError, ValueError) as e:
+                self.version_errors[name] = f"version {ev.version}: {e}"
+                new = self._last_good(name, ev)
+                log.error("model %s: cannot serve version %d (%s); version %d serves", name, ev.version, e, new.version)
+                if new.version == m.version and new.id == m.id:
+                    continue
+            self.models[name] = new
+            self._rebuild(new)
+            log.info("model %s: version %d (%s) serves, after a %s", name, new.version, new.id, ev.action)
+            switched = True
+        self.heads["models"] = head
+        if switched:  # every cached answer names its model's id, but the extender's verdicts do not: start afresh
+            self.predictions, self.set_values, self.verdicts = AnswerCache(), AnswerCache(SET_VALUE_ENTRIES), AnswerCache(VERDICT_EPOCHS)
+
+    def _last_good(self, name: str, failed: ModelEvent) -> ServedModel:
+        """The version of the newest event before ``failed`` that loads (version 0 at worst): what every server of the
+        store serves, a running one and a restarted one alike, while the newest event's version cannot be loaded."""
+        for ev in reversed([e for e in self.store.model_events(name) if e.seq < failed.seq]):
+            if ev.version == failed.version:
+                continue
+            try:
+                return self._served_version(name, ev)
+            except (VersionError, ColopredError, OSError, ValueError):
+                continue
+        return self._served_version(name, ModelEvent(0, name, "rollback", 0, None, "", ""))
+
+    def _served_version(self, name: str, ev: ModelEvent) -> ServedModel:
+        sha, base = self.base[name]
+        if ev.version == 0:
+            return ServedModel(name, sha, replace(base, offsets={}), version=0)
+        mv = self.store.model_version(name, ev.version)
+        if mv is None:
+            raise VersionError(f"the store records no version {ev.version} of {name}")
+        pred = load_version(self.models_dir, mv.path, mv.sha256)
+        if pred.mode != base.mode or pred.profile_source != base.profile_source:
+            raise VersionError(f"{mv.path}: a {pred.mode} model of {pred.profile_source} profiles cannot serve {name} "
+                               f"({base.mode}, {base.profile_source})")
+        return ServedModel(name, mv.sha256, replace(pred, offsets={}), version=ev.version)
+
+    def _rebuild(self, m: ServedModel) -> None:
+        """``m``'s sums from every observation applied so far: its own rows as stored, the others of its mode
+        predicted again by it (as :meth:`_apply_foreign` takes another model's)."""
+        m.sums = {}
+        m.predictor.offsets = {}
+        head = self.heads["observations"]
+        if head == 0:
+            return
+        foreign: list[int] = []
+        prev = 0
+        for seq, mode, model_id, job, log_ratio, _, _ in self.store.observation_rows(0):
+            if seq > head:  # read to the end: the generator holds the store's read lock until it is exhausted
+                continue
+            if model_id == m.id:
+                total, k = m.sums.get(job, (0.0, 0))
+                m.sums[job] = (total + log_ratio, k + 1)
+            elif mode == m.mode and seq != prev:
+                foreign.append(seq)
+            prev = seq
+        if m.sums:
+            m.refresh(list(m.sums))
+        if foreign:
+            self._apply_foreign(foreign, only=m.name)
+
     # ------------------------------------------------------------------ figures
     def rolling_error_pct(self, mode: str) -> float:
         d = self.rolling.get(mode)
@@ -322,6 +436,7 @@ class ServiceState:
         return {"heads": dict(self.heads), "profiles": {n: v for n, (v, _) in sorted(self.profiles.items())},
                 "nodes": {n: v for n, (v, _) in sorted(self.nodes.items())},
                 "sums": {m.name: dict(sorted(m.sums.items())) for m in self.models.values()},
+                "versions": {m.name: (m.version, m.id) for m in self.models.values()},
                 "rolling": {k: list(v) for k, v in self.rolling.items()}, "counts": dict(self.observation_counts)}
 
 

@@ -44,7 +44,7 @@ def _extra(example: Any) -> dict[str, Any]:
 async def k8s_filter(args: Any = Body(...), state: ServiceState = Depends(get_state)) -> Response:
     """kube-scheduler's filter verb: drop the nodes where no GPU can take the pod."""
     out = filter_result(state, args)
-    PREDICTIONS.labels("k8s").inc()
+    PREDICTIONS.labels("k8s", "extender").inc()
     return json_response(out)
 
 
@@ -53,5 +53,5 @@ async def k8s_filter(args: Any = Body(...), state: ServiceState = Depends(get_st
 async def k8s_prioritize(args: Any = Body(...), state: ServiceState = Depends(get_state)) -> Response:
     """kube-scheduler's prioritize verb: score each node by its best GPU's predicted throughput gain."""
     out = prioritize_result(state, args)
-    PREDICTIONS.labels("k8s").inc()
+    PREDICTIONS.labels("k8s", "extender").inc()
     return json_response(out)

@@ -81,7 +81,7 @@ async def predict(body: PredictBody, state: ServiceState = Depends(get_state)) -
     """Each job's slowdown (with its 90% interval), δ, normalised throughput and memory fit when ``jobs`` share one
     GPU in ``mode``."""
     data, m = predict_answer(state, body.mode, body.jobs, body.model)
-    PREDICTIONS.labels(body.mode).inc()
+    PREDICTIONS.labels(body.mode, m.id).inc()
     return raw_json(data, headers=_model_header(m))
 
 
@@ -108,7 +108,7 @@ async def predict_many(body: PredictManyBody, state: ServiceState = Depends(get_
         return dumps({"mode": m.mode, "profile_source": m.source, "rows": table_document(table), "warnings": notes}).encode()
 
     data = await run_in_threadpool(work)
-    PREDICTIONS.labels(body.mode).inc(len(sets))
+    PREDICTIONS.labels(body.mode, m.id).inc(len(sets))
     return raw_json(data, headers=_model_header(m))
 
 

@@ -3,7 +3,8 @@ PostgreSQL (``postgres``, replicas on several hosts). :func:`open_store` picks o
 
 from __future__ import annotations
 
-from .base import IdempotencyConflict, ObservationJob, ObservationRecord, Store, StoreError, VersionRecord, now_utc
+from .base import (QUARANTINE_KINDS, IdempotencyConflict, ModelEvent, ModelVersion, ObservationJob, ObservationRecord,
+                   QuarantineRecord, Store, StoreError, VersionRecord, now_utc)
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -19,5 +20,5 @@ def open_store(spec: str) -> Store:
     return SqliteStore(spec)
 
 
-__all__ = ["IdempotencyConflict", "ObservationJob", "ObservationRecord", "Store", "StoreError", "VersionRecord", "now_utc",
-           "open_store"]
+__all__ = ["QUARANTINE_KINDS", "IdempotencyConflict", "ModelEvent", "ModelVersion", "ObservationJob", "ObservationRecord",
+           "QuarantineRecord", "Store", "StoreError", "VersionRecord", "now_utc", "open_store"]

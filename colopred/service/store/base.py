@@ -7,6 +7,12 @@ request that made it is answered:
   observations      every measured collocation posted, with what the server predicted of it at the time
   observation_jobs  one row per job of each observation: its measured and predicted slowdowns and their log ratio
   nodes             every report of what runs on a node's GPUs (a deletion is a version without a document)
+  quarantine        observations refused as implausible (unknown jobs, non-finite or implausible slowdowns, a GPU
+                    of another type, a node of another mode), each with its kind and reason: kept, never applied
+                    or trained on
+  model_versions    every model version ``colopred train --store`` wrote (its files in the models folder), with how
+                    it was trained and how it fared against the version it was compared with
+  model_events      every promotion and rollback: the latest event of a model name says which version serves it
 
 Each table's ``seq`` orders its rows in commit order (SQLite serialises writers; under PostgreSQL every write
 transaction takes one advisory lock first, so that no reader sees seq n + 1 before seq n). A server's memory is a
@@ -17,6 +23,7 @@ them (:mod:`colopred.service.state`).
 from __future__ import annotations
 
 import json
+import math
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, UTC
@@ -33,11 +40,12 @@ class StoreError(Exception):
 
 
 class IdempotencyConflict(Exception):
-    """An idempotency key already names a different observation."""
+    """An idempotency key already names a different observation (``quarantined``: one held in quarantine)."""
 
-    def __init__(self, key: str, seq: int):
-        self.key, self.seq = key, seq
-        super().__init__(f"idempotency_key {key!r} was already used for another observation (#{seq})")
+    def __init__(self, key: str, seq: int, quarantined: bool = False):
+        self.key, self.seq, self.quarantined = key, seq, quarantined
+        where = f"quarantined observation #{seq}" if quarantined else f"observation #{seq}"
+        super().__init__(f"idempotency_key {key!r} was already used for another {where}")
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,94 @@ class ObservationRecord:
                 "predicted": [j.predicted for j in self.jobs], "predicted_uncorrected": [j.predicted_raw for j in self.jobs]}
 
 
+def _strict(value: Any) -> Any:
+    """``value`` with every NaN or infinite float written as a string (``"NaN"``, ``"Infinity"``): what a quarantined
+    body holds may be anything, and every answer is strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strict(v) for v in value]
+    return value
+
+
+QUARANTINE_KINDS = ("unknown_job", "not_finite", "implausible_slowdown", "gpu_mismatch", "mode_mismatch")
+"""Why an observation is quarantined (``colopred.service.validation``)."""
+
+
+@dataclass(frozen=True)
+class QuarantineRecord:
+    """An observation kept but never applied or trained on: what was posted, when, and why it was held back."""
+
+    seq: int
+    kind: str
+    """One of :data:`QUARANTINE_KINDS`."""
+    field: str | None
+    """The field blamed (``slowdowns[1]``, ``jobs[0]``, ``gpu``)."""
+    reason: str
+    """One line, starting with the field."""
+    received_at: str
+    mode: str | None
+    jobs: tuple[str, ...]
+    body: dict[str, Any]
+    """The body as posted (non-finite numbers as they came)."""
+    idempotency_key: str | None = None
+    request_sha256: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.seq, "quarantined": True, "kind": self.kind, "field": self.field, "reason": self.reason,
+                "mode": self.mode, "jobs": list(self.jobs), "body": _strict(self.body),
+                "idempotency_key": self.idempotency_key, "received_at": self.received_at}
+
+
+@dataclass(frozen=True)
+class ModelVersion:
+    """One trained model version: ``NAME`` (the served model it replaces, e.g. ``h100-mps``), its ``version`` (1, 2,
+    ...; 0 is the model a server was started with, never stored), ``model_id`` (``NAME@SHA256[:12]``, as answers and
+    observation records name a model), its manifest's ``path`` in the models folder and ``detail``: ``training``
+    (data, observations used, rows), ``evaluation`` (the comparison with the version then serving, and the rule's
+    verdict)."""
+
+    seq: int
+    name: str
+    version: int
+    model_id: str
+    sha256: str
+    path: str
+    mode: str
+    profile_source: str
+    created_at: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "id": self.model_id, "sha256": self.sha256, "path": self.path,
+                "mode": self.mode, "profile_source": self.profile_source, "created_at": self.created_at, **self.detail}
+
+
+MODEL_ACTIONS = ("promote", "rollback")
+
+
+@dataclass(frozen=True)
+class ModelEvent:
+    """A change of the version serving ``name``: ``promote`` (a trained version that passed the promotion rule, or
+    an operator's) or ``rollback`` (back to an earlier version; 0: the model the server was started with)."""
+
+    seq: int
+    name: str
+    action: str
+    version: int
+    model_id: str | None
+    """The version's ``NAME@SHA256[:12]``; None for version 0 (each server's own start-up model)."""
+    at: str
+    reason: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.seq, "name": self.name, "action": self.action, "version": self.version, "model": self.model_id,
+                "at": self.at, "reason": self.reason, **self.detail}
+
+
 SCHEMA_VERSION = 1
 
 DDL = """
@@ -109,6 +205,19 @@ CREATE TABLE IF NOT EXISTS checkpoint_sums (
 CREATE TABLE IF NOT EXISTS nodes (
     seq {serial}, name TEXT NOT NULL, version INTEGER NOT NULL, document TEXT, sha256 TEXT,
     created_at TEXT NOT NULL, UNIQUE (name, version));
+CREATE TABLE IF NOT EXISTS quarantine (
+    seq {serial}, idempotency_key TEXT UNIQUE, request_sha256 TEXT NOT NULL, mode TEXT, kind TEXT NOT NULL,
+    field TEXT, reason TEXT NOT NULL, received_at TEXT NOT NULL, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS quarantine_jobs (
+    seq BIGINT NOT NULL, position INTEGER NOT NULL, job TEXT NOT NULL, PRIMARY KEY (seq, position));
+CREATE INDEX IF NOT EXISTS quarantine_jobs_by_job ON quarantine_jobs (job, seq);
+CREATE TABLE IF NOT EXISTS model_versions (
+    seq {serial}, name TEXT NOT NULL, version INTEGER NOT NULL, model_id TEXT NOT NULL, sha256 TEXT NOT NULL,
+    path TEXT NOT NULL, mode TEXT NOT NULL, profile_source TEXT NOT NULL, created_at TEXT NOT NULL, detail TEXT NOT NULL,
+    UNIQUE (name, version));
+CREATE TABLE IF NOT EXISTS model_events (
+    seq {serial}, name TEXT NOT NULL, action TEXT NOT NULL, version INTEGER NOT NULL, model_id TEXT, at TEXT NOT NULL,
+    reason TEXT NOT NULL, detail TEXT NOT NULL);
 """
 
 VERSIONED = ("profiles", "nodes")
@@ -314,6 +423,7 @@ class Store:
                             raise IdempotencyConflict(r.idempotency_key, int(row[0]))
                         out.append((int(row[0]), False))
                         continue
+                    self._key_free_of(cur, "quarantine", r.idempotency_key)
                 cur.execute(self._sql("INSERT INTO observations (idempotency_key, request_sha256, mode, model, received_at, "
                                       "n_jobs, detail) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq"),
                             (r.idempotency_key, r.request_sha256, r.mode, r.model, r.received_at, len(r.jobs),
@@ -429,6 +539,167 @@ class Store:
 
     def observation_count(self) -> int:
         return int(self._read("SELECT COUNT(*) FROM observations")[0][0])
+
+    def observations_between(self, mode: str | None = None, after_seq: int = 0, through_seq: int | None = None,
+                             limit: int = 5_000) -> list[ObservationRecord]:
+        """Observations (of ``mode`` if given) with ``after_seq`` < seq <= ``through_seq``, oldest first, at most
+        ``limit`` (page on with the last one's seq): what a retraining reads."""
+        where, args = "o.seq > ?", [after_seq]
+        if through_seq is not None:
+            where += " AND o.seq <= ?"
+            args.append(through_seq)
+        if mode is not None:
+            where += " AND o.mode = ?"
+            args.append(mode)
+        return self._observations(where, args, limit=limit)
+
+    # ------------------------------------------------------------------ quarantine
+    def _key_free_of(self, cur: Any, table: str, key: str) -> None:
+        """Inside a write: refuse ``key`` if ``table`` (the other of observations and quarantine) already holds it."""
+        cur.execute(self._sql(f"SELECT seq FROM {table} WHERE idempotency_key = ?"), (key,))
+        row = cur.fetchone()
+        if row is not None:
+            raise IdempotencyConflict(key, int(row[0]), quarantined=table == "quarantine")
+
+    def add_quarantined(self, record: QuarantineRecord) -> tuple[QuarantineRecord, bool]:
+        """Keep an implausible observation (its ``seq`` is ignored), in one transaction; returns it as stored and
+        whether it is new. An idempotency key already stored here with the same ``request_sha256`` gives the stored
+        record; with another body, or a key an accepted observation holds, :class:`IdempotencyConflict`."""
+        def tx(cur):
+            r = record
+            if r.idempotency_key is not None:
+                cur.execute(self._sql("SELECT seq, request_sha256 FROM quarantine WHERE idempotency_key = ?"), (r.idempotency_key,))
+                row = cur.fetchone()
+                if row is not None:
+                    if row[1] != r.request_sha256:
+                        raise IdempotencyConflict(r.idempotency_key, int(row[0]), quarantined=True)
+                    return int(row[0]), False
+                self._key_free_of(cur, "observations", r.idempotency_key)
+            cur.execute(self._sql("INSERT INTO quarantine (idempotency_key, request_sha256, mode, kind, field, reason, received_at, "
+                                  "body) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq"),
+                        (r.idempotency_key, r.request_sha256, r.mode, r.kind, r.field, r.reason, r.received_at,
+                         json.dumps(r.body, separators=(",", ":"))))  # the body as posted: NaN kept as NaN
+            seq = int(cur.fetchone()[0])
+            cur.executemany(self._sql("INSERT INTO quarantine_jobs (seq, position, job) VALUES (?, ?, ?)"),
+                            [(seq, i, j) for i, j in enumerate(r.jobs)])
+            return seq, True
+        seq, new = self._write(tx)
+        return self.quarantine_records("q.seq = ?", (seq,))[0], new
+
+    def quarantine_records(self, where: str = "1 = 1", args: Sequence[Any] = (), limit: int | None = None) -> list[QuarantineRecord]:
+        lim = "" if limit is None else f" LIMIT {int(limit)}"
+        heads = self._read(f"SELECT q.seq, q.kind, q.field, q.reason, q.received_at, q.mode, q.body, q.idempotency_key, "
+                           f"q.request_sha256 FROM quarantine q WHERE {where} ORDER BY q.seq DESC{lim}", args)
+        out = []
+        for h in heads:
+            jobs = [r[0] for r in self._read("SELECT job FROM quarantine_jobs WHERE seq = ? ORDER BY position", (h[0],))]
+            out.append(QuarantineRecord(int(h[0]), h[1], h[2], h[3], h[4], h[5], tuple(jobs), json.loads(h[6]), h[7], h[8]))
+        return out
+
+    def quarantined(self, job: str | None = None, kind: str | None = None, before: int | None = None,
+                    limit: int = 100) -> list[QuarantineRecord]:
+        """Quarantined observations, newest first: those naming ``job`` and of ``kind`` if given, below seq ``before``."""
+        where, args = "1 = 1", []
+        if job is not None:
+            where += " AND q.seq IN (SELECT seq FROM quarantine_jobs WHERE job = ?)"
+            args.append(job)
+        if kind is not None:
+            where += " AND q.kind = ?"
+            args.append(kind)
+        if before is not None:
+            where += " AND q.seq < ?"
+            args.append(before)
+        return self.quarantine_records(where, args, limit)
+
+    def quarantined_by_key(self, key: str) -> QuarantineRecord | None:
+        found = self.quarantine_records("q.idempotency_key = ?", (key,))
+        return found[0] if found else None
+
+    def quarantine_counts(self) -> dict[str, int]:
+        """Quarantined observations per kind."""
+        return {k: int(n) for k, n in self._read("SELECT kind, COUNT(*) FROM quarantine GROUP BY kind")}
+
+    # ------------------------------------------------------------------ model versions and events
+    _VERSION_COLUMNS = "seq, name, version, model_id, sha256, path, mode, profile_source, created_at, detail"
+
+    def add_model_version(self, name: str, model_id: str, sha256: str, path: str, mode: str, profile_source: str,
+                          detail: dict[str, Any], promote: str | None = None) -> tuple[ModelVersion, ModelEvent | None]:
+        """Record a trained version of ``name`` (its files already written and fsynced under ``path``), numbered one
+        above the last, and with ``promote`` (the reason) its promotion, in one transaction: a server applies both or
+        neither."""
+        def tx(cur):
+            cur.execute(self._sql("SELECT COALESCE(MAX(version), 0) FROM model_versions WHERE name = ?"), (name,))
+            version = int(cur.fetchone()[0]) + 1
+            at = now_utc()
+            cur.execute(self._sql(f"INSERT INTO model_versions ({self._VERSION_COLUMNS[5:]}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                                  "RETURNING seq"),
+                        (name, version, model_id, sha256, path, mode, profile_source, at,
+                         json.dumps(detail, separators=(",", ":"), allow_nan=False)))
+            seq = int(cur.fetchone()[0])
+            mv = ModelVersion(seq, name, version, model_id, sha256, path, mode, profile_source, at, detail)
+            ev = None
+            if promote is not None:
+                ev = self._event(cur, name, "promote", version, model_id, promote, {})
+            return mv, ev
+        return self._write(tx)
+
+    def _event(self, cur: Any, name: str, action: str, version: int, model_id: str | None, reason: str,
+               detail: dict[str, Any]) -> ModelEvent:
+        at = now_utc()
+        cur.execute(self._sql("INSERT INTO model_events (name, action, version, model_id, at, reason, detail) "
+                              "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq"),
+                    (name, action, version, model_id, at, reason, json.dumps(detail, separators=(",", ":"), allow_nan=False)))
+        return ModelEvent(int(cur.fetchone()[0]), name, action, version, model_id, at, reason, detail)
+
+    def add_model_event(self, name: str, action: str, version: int, reason: str, detail: dict[str, Any] | None = None) -> ModelEvent:
+        """Make ``version`` of ``name`` the one served (``action`` promote or rollback; version 0: each server's start-up
+        model). A version that was never recorded is refused (:class:`StoreError`)."""
+        if action not in MODEL_ACTIONS:
+            raise ValueError(f"action must be one of {', '.join(MODEL_ACTIONS)}, not {action!r}")
+
+        def tx(cur):
+            model_id = None
+            if version != 0:
+                cur.execute(self._sql("SELECT model_id FROM model_versions WHERE name = ? AND version = ?"), (name, version))
+                row = cur.fetchone()
+                if row is None:
+                    raise StoreError(f"model {name!r} has no version {version}")
+                model_id = row[0]
+            return self._event(cur, name, action, version, model_id, reason, detail or {})
+        return self._write(tx)
+
+    def _versions_where(self, where: str, args: Sequence[Any]) -> list[ModelVersion]:
+        rows = self._read(f"SELECT {self._VERSION_COLUMNS} FROM model_versions WHERE {where} ORDER BY seq", args)
+        return [ModelVersion(int(r[0]), r[1], int(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], json.loads(r[9])) for r in rows]
+
+    def model_versions(self, name: str | None = None) -> list[ModelVersion]:
+        """Every recorded version (of ``name``), oldest first."""
+        return self._versions_where("1 = 1", ()) if name is None else self._versions_where("name = ?", (name,))
+
+    def model_version(self, name: str, version: int) -> ModelVersion | None:
+        found = self._versions_where("name = ? AND version = ?", (name, version))
+        return found[0] if found else None
+
+    def model_version_by_id(self, model_id: str) -> ModelVersion | None:
+        """The version an answer or an observation record names (``NAME@SHA256[:12]``; None: a start-up model)."""
+        found = self._versions_where("model_id = ?", (model_id,))
+        return found[0] if found else None
+
+    def model_events(self, name: str | None = None, after_seq: int = 0, limit: int = 10_000) -> list[ModelEvent]:
+        """Promotions and rollbacks (of ``name``) after ``after_seq``, oldest first."""
+        where, args = "seq > ?", [after_seq]
+        if name is not None:
+            where += " AND name = ?"
+            args.append(name)
+        rows = self._read(f"SELECT seq, name, action, version, model_id, at, reason, detail FROM model_events WHERE {where} "
+                          f"ORDER BY seq LIMIT {int(limit)}", args)
+        return [ModelEvent(int(r[0]), r[1], r[2], int(r[3]), r[4], r[5], r[6], json.loads(r[7])) for r in rows]
+
+    def active_versions(self) -> dict[str, ModelEvent]:
+        """The latest event of each model name: the version serving it (a name without events serves version 0)."""
+        rows = self._read("SELECT e.seq, e.name, e.action, e.version, e.model_id, e.at, e.reason, e.detail FROM model_events e "
+                          "JOIN (SELECT name, MAX(seq) AS s FROM model_events GROUP BY name) m ON e.seq = m.s ORDER BY e.name")
+        return {r[1]: ModelEvent(int(r[0]), r[1], r[2], int(r[3]), r[4], r[5], r[6], json.loads(r[7])) for r in rows}
 
 
 def _version(name: str, row: tuple) -> VersionRecord:

@@ -50,7 +50,8 @@ class PostgresStore(Store):
         """Whether any table's last ``seq`` moved since the last call (one query; PostgreSQL has no data_version)."""
         heads = tuple(int(v) for v in self._read(
             "SELECT (SELECT COALESCE(MAX(seq), 0) FROM profiles), (SELECT COALESCE(MAX(seq), 0) FROM observations), "
-            "(SELECT COALESCE(MAX(seq), 0) FROM nodes)")[0])
+            "(SELECT COALESCE(MAX(seq), 0) FROM nodes), (SELECT COALESCE(MAX(seq), 0) FROM model_events), "
+            "(SELECT COALESCE(MAX(seq), 0) FROM quarantine)")[0])
         if heads != self._heads:
             self._heads = heads
             return True
