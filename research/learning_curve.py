@@ -212,7 +212,7 @@ def variant_table(rows: pd.DataFrame, draws: pd.DataFrame) -> pd.DataFrame:
     for n0 in VARIANT_PRIOR_WEIGHTS:
         for c in VARIANT_SCALES:
             for g in VARIANT_PARTNER_WEIGHTS:
-                both = lambda v: {m: v for m in MODES}  # noqa: E731
+                both = lambda v: dict.fromkeys(MODES, v)  # noqa: E731
                 sc = score(rows, draws, online(rows, draws, both(n0), both(c), both(g), partner), "online")
                 out.append(summarise(sc, rows).assign(prior_weight=n0, scale=c, partner_weight=g))
     return pd.concat(out, ignore_index=True)

@@ -79,7 +79,7 @@ def better(rows: pd.DataFrame, k: int = K_BETTER, seed: int = SEED) -> np.ndarra
     pred = rows["pred"].to_numpy().copy()
     e = np.log(rows["slowdown"].to_numpy() / rows["pred"].to_numpy())
     t = rows[rows["role"] == "target"]
-    for (mode, arch, job), g in t.groupby(["mode", "held_out", "job"]):
+    for (mode, _arch, _job), g in t.groupby(["mode", "held_out", "job"]):
         sets = g["set"].unique()
         w = offset_weight(k, prior_weight_of(mode))
         for s in sets:

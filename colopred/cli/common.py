@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..constants import MODES
 from ..errors import ColopredError
 
 
@@ -79,3 +80,12 @@ def load_predictor(model: str | None, mode: str, profiles: list, where: str, mod
     if pred.mode != mode:
         raise ColopredError(f"{model}: model is for mode {pred.mode!r}, not {mode_of}{mode!r}")
     return pred
+
+
+def parse_modes(text: str) -> tuple[str, ...]:
+    """``--modes``: a comma-separated list of known modes."""
+    modes = tuple(m.strip() for m in text.split(",") if m.strip())
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise ColopredError(f"--modes: unknown mode {unknown[0] if unknown else text!r} (known: {', '.join(MODES)})")
+    return modes

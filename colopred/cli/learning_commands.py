@@ -45,8 +45,7 @@ def _bases(models: list[str] | None) -> dict[str, Path]:
 def cmd_train_store(a) -> int:
     from ..research.retrain import retrain
     from ..service.versions import VersionError
-    from .common import log_of
-    from .model_commands import _modes
+    from .common import log_of, parse_modes
 
     if a.out:
         raise ColopredError("--out: with --store, a version is written to the store's models folder (--models-dir)")
@@ -59,7 +58,7 @@ def cmd_train_store(a) -> int:
         raise ColopredError(f"--store {store.url}: a database store needs --models-dir, a folder its servers read")
     log = log_of(a)
     try:
-        results = retrain(store, data, models_dir, _bases(a.model), _modes(a.modes), promote=not a.no_promote, log=log)
+        results = retrain(store, data, models_dir, _bases(a.model), parse_modes(a.modes), promote=not a.no_promote, log=log)
     except VersionError as e:
         raise ColopredError(str(e)) from None
     finally:
@@ -86,7 +85,7 @@ def cmd_models_list(a) -> int:
         mark = "*" if v["serving"] else " "
         print(f"{mark} {v['name']:<24} v{v['version']:<3} {v['id']:<32} {v['created_at'][:19]}  "
               f"{ev.get('reason', '')}")
-    for name, version in sorted(serving.items()):
+    for name in sorted(serving):
         if not any(v["serving"] for v in doc["versions"] if v["name"] == name):
             print(f"* {name:<24} v0   (the model its servers started with)")
     return 0

@@ -15,15 +15,6 @@ DEFAULT_TRACE = "datasets/traces/gavel-msr/0e4a51.trace"
 DEFAULT_DATA = "datasets/h100"
 
 
-def _modes(text: str) -> tuple[str, ...]:
-    """``--modes``: a comma-separated list of known modes."""
-    modes = tuple(m.strip() for m in text.split(",") if m.strip())
-    unknown = [m for m in modes if m not in MODES]
-    if unknown or not modes:
-        raise ColopredError(f"--modes: unknown mode {unknown[0] if unknown else text!r} (known: {', '.join(MODES)})")
-    return modes
-
-
 def _relabel_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-relabel", action="store_true",
                    help="label the time-slicing sets re-measured under DATA/relabel/ by their campaigns' windows, not by "
@@ -124,7 +115,7 @@ def cmd_train(a) -> int:
     from pathlib import Path
 
     from ..research.training import train
-    from .common import log_of
+    from .common import log_of, parse_modes
 
     if a.store:
         from .learning_commands import cmd_train_store
@@ -139,7 +130,7 @@ def cmd_train(a) -> int:
     source = _profile_source(a.data, a.profiles, log_of(a))
     groups = _groups(a)
     with _naming(a.data):
-        paths = train(a.data, a.out, modes=_modes(a.modes), with_metrics=not a.no_metrics, log=log_of(a), profile_source=source,
+        paths = train(a.data, a.out, modes=parse_modes(a.modes), with_metrics=not a.no_metrics, log=log_of(a), profile_source=source,
                       relabel=not a.no_relabel, groups=groups)
     if not paths:
         raise ColopredError(f"{a.data}: no model trained (no measurements)")
@@ -152,10 +143,10 @@ def cmd_evaluate(a) -> int:
     from ..research.arch_groups import regrouped
     from ..research.dataset import load_dataset
     from ..research.report import evaluate
-    from .common import log_of
+    from .common import log_of, parse_modes
 
     log = log_of(a)
-    modes = _modes(a.modes)
+    modes = parse_modes(a.modes)
     if a.out and Path(a.out).exists() and not Path(a.out).is_dir():
         raise InputError(a.out, "is a file; --out names a folder for the report")
     log(f"reading {a.data}")
@@ -173,7 +164,7 @@ def cmd_evaluate(a) -> int:
 
 def cmd_simulate(a) -> int:
     from ..research.simulation import run_study
-    from .common import log_of
+    from .common import log_of, parse_modes
 
     counts = []
     for x in a.gpus.split(","):
@@ -189,7 +180,7 @@ def cmd_simulate(a) -> int:
                                  (a.data, DEFAULT_DATA, "--data FOLDER (measured sets and profiles)")):
         if given == default and not Path(default).exists():  # the defaults are folders of the source checkout
             raise InputError(default, f"not found: the default ships with colopred's source checkout (run from it), or give {what}")
-    table = run_study(a.data, a.trace, counts, a.out, modes=_modes(a.modes), max_per_gpu=a.max_per_gpu, log=log_of(a))
+    table = run_study(a.data, a.trace, counts, a.out, modes=parse_modes(a.modes), max_per_gpu=a.max_per_gpu, log=log_of(a))
     print(table.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
     return 0
 

@@ -212,12 +212,12 @@ def retrain(store: Store, data_dir: str | Path, models_dir: Path, bases: dict[st
             f"({len(rows)} job rows); {len(held)} held out; {skipped} left out")
         model, df, both = fit(ds, mode, rows)
         profiles = {**{j: ds.profiles[j] for j in df["job"].unique()}, **{p.name: p for u in earlier for p in u.profiles}}
-        provenance = {"store": store.url, "observations": len(earlier), "rows": int(len(rows)),
+        provenance = {"store": store.url, "observations": len(earlier), "rows": len(rows),
                       "through_observation": earlier[-1].record.seq if earlier else None,
                       "held_out": len(held), "held_out_from_observation": held[0].record.seq if held else None,
                       "left_out": skipped}
         extra = {"profile_source": source, "gpu": ds.gpu or base.manifest.get("gpu"), "data_hash": ds.data_hash,
-                 "data_dir": str(data_dir), "n_sets": int(df["window_id"].nunique()) + len(earlier), "n_rows": int(len(both)),
+                 "data_dir": str(data_dir), "n_sets": int(df["window_id"].nunique()) + len(earlier), "n_rows": len(both),
                  "jobs": sorted(both["job"].unique()), "relabelled": ds.relabelled, "metrics": {},
                  "inputs": base.manifest.get("inputs", "profiles as they are"), "observations": provenance,
                  "trained_from": {"name": name, "version": current_version}, **experience(both, list(profiles.values()))}
@@ -229,7 +229,7 @@ def retrain(store: Store, data_dir: str | Path, models_dir: Path, bases: dict[st
             result = compare(current, candidate, [u.observation for u in earlier], [u.observation for u in held])
         log(f"{name}: {'promote' if result.promote else 'keep version ' + str(current_version)}: {result.reason}")
         detail = {"training": {**provenance, "data_dir": str(data_dir), "data_hash": ds.data_hash,
-                               "dataset_rows": int(len(df))},
+                               "dataset_rows": len(df)},
                   "evaluation": {"against": {"version": current_version, "id": _id_of(name, current, base_path, store, current_version)},
                                  **result.to_dict()}}
         rel = path.relative_to(models_dir).as_posix()

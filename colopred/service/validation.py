@@ -106,7 +106,7 @@ def node_mode_mismatch(gpu: str | None, mode: str, nodes: dict[str, tuple[int, d
     """``gpu`` = ``NODE:GPU`` of a reported node whose GPUs share by the other mode."""
     if gpu is None or ":" not in gpu:
         return None
-    node, _, name = gpu.partition(":")
+    node = gpu.partition(":")[0]
     report = nodes.get(node)
     if report is None:
         return None

@@ -139,7 +139,7 @@ def split_held_out(items: Sequence[Any], share: float = HOLDOUT_SHARE) -> tuple[
     items = list(items)
     if len(items) < 2:
         return items, []
-    n = max(1, int(round(share * len(items))))
+    n = max(1, round(share * len(items)))
     return items[:-n], items[-n:]
 
 
