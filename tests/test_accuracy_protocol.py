@@ -714,3 +714,24 @@ def test_the_report_counts_the_relabelled_sets_of_each_mode():
         n = r.loc[r["mode"] == mode, "set"].nunique()
         assert n > 0 and f"{n} {name}" in note
     assert relabel_note(shipped_dataset(relabel=False)) == ""
+
+
+def test_noise_floor_and_development_floor_of_copies_of_one_job():
+    """Copies of one job in a set (JOB#1, JOB#2: datasets/h200/campaigns/h200-c2) are told apart: each copy's floor
+    compares it with the same copy in its set's other windows, and a split's floors are looked up by instance."""
+    from colopred.research.dataset import dataset_from, load_profiles_dir
+    from colopred.research.protocol import _dev_floor
+
+    pdir = ROOT / "datasets" / "h200" / "profiles" / "ncu"
+    rows = dataset_from(ROOT / "datasets" / "h200" / "campaigns" / "h200-c2", load_profiles_dir(pdir),
+                        sorted(pdir.glob("*.json"))).rows
+    df = rows[rows["mode"] == "mps"].reset_index(drop=True)
+    assert df.duplicated(["window_id", "job"]).any() and not df.duplicated(["window_id", "instance"]).any()
+    floor = noise_floor(df)
+    key = df[df["instance"].str.endswith("#2") & floor.notna()].iloc[0]
+    same = df[(df["set"] == key["set"]) & (df["instance"] == key["instance"])]
+    assert same["window_id"].nunique() == len(same) > 1  # one row per window: never its own window's other copy
+    for i, row in same.iterrows():
+        assert floor[i] == pytest.approx(abs(same["slowdown"].drop(i).mean() - row["slowdown"]) / row["slowdown"], rel=1e-12)
+    preds = df.sample(frac=1.0, random_state=0)[["window_id", "job", "instance"]]
+    assert np.allclose(_dev_floor(df, preds), floor.loc[preds.index].to_numpy(), equal_nan=True)

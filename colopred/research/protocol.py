@@ -75,8 +75,10 @@ def is_locked(df: pd.DataFrame, locked: list[str]) -> np.ndarray:
 
 
 def noise_floor(df: pd.DataFrame) -> pd.Series:
-    """Per row: |mean of the other measurements of the same (set, job)| − its own| / its own; NaN for a row measured once."""
-    g = df.groupby(["set", "job"])["slowdown"]
+    """Per row: |mean of the other measurements of the same (set, instance)| − its own| / its own; NaN for a row measured
+    once. A copy of a job (``JOB#2``) is compared with the same copy of its set in the other windows, not with the
+    other copies of its own window."""
+    g = df.groupby(["set", "instance"])["slowdown"]
     total, count = g.transform("sum"), g.transform("count")
     others = (total - df["slowdown"]) / (count - 1).where(count > 1)
     return (others - df["slowdown"]).abs() / df["slowdown"]
@@ -191,8 +193,8 @@ def locked_folds(df: pd.DataFrame, kind: str, locked: list[str], tr: np.ndarray,
 
 def _dev_floor(dev: pd.DataFrame, preds: pd.DataFrame) -> np.ndarray:
     """:func:`noise_floor` of the development rows a split's predictions cover (``preds`` keeps ``window_id`` and ``job``)."""
-    f = dev.assign(floor=noise_floor(dev)).set_index(["window_id", "job"])["floor"]
-    return f.reindex(pd.MultiIndex.from_frame(preds[["window_id", "job"]])).to_numpy()
+    f = dev.assign(floor=noise_floor(dev)).set_index(["window_id", "instance"])["floor"]
+    return f.reindex(pd.MultiIndex.from_frame(preds[["window_id", "instance"]])).to_numpy()
 
 
 def _pays_off_on_repeats(rows: pd.DataFrame, agree: np.ndarray) -> dict[str, float]:
