@@ -8,14 +8,14 @@ ones pinned to their GPUs; when a set of jobs that shared a GPU ends (a job comp
 answer of the service moves with them.
 
 **Outcomes come from measurements, never from the model**, as in :mod:`.simulation`: jobs progress at the measured
-slowdowns of the set they share (mean over its windows). The scheduler's own admission check stands between the
-service's answer and the cluster, as the offline colopred policy's does: a job joins a GPU only where the resulting
-set was measured, holds no job twice, and is predicted (by the service's answer) to do at least as well as one job
-alone (predicted normalised throughput ≥ 1); else it waits for the next decision (counted in ``refused``).
-
-The scheduler sends the GPUs that can take a job: every GPU with room, the empty ones at most as many as jobs asked
-about (empty GPUs are interchangeable). Each decision's latency (the ``pack`` request, client side) and each
-observation's post are timed.
+slowdowns of the set they share (mean over its windows). The scheduler filters before it asks, as kube-scheduler does before it calls an
+extender: a job may join a GPU only where the resulting set was measured (the replay has no outcome for any other)
+and holds no job twice, the rules the offline colopred policy's scorer enforces. Each decision sends the waiting jobs
+with the GPUs that some of them may join and as many empty GPUs as jobs asked about (empty GPUs are interchangeable);
+where the service's answer puts a job on a GPU it may not join, or on a set predicted (by the answer) to do less than
+one job alone (normalised throughput < 1, which the offline policy never uses either), the job is asked about again
+alone with only the GPUs it may join (counted in ``refused``), and else waits for the next event. A decision's latency
+is the time of its requests (client side, loopback); each observation's post is timed too.
 """
 
 from __future__ import annotations
@@ -127,16 +127,14 @@ def replay(client: Any, trace: Sequence[TraceJob], profiles: dict[str, JobProfil
             out[i] = z if counts[z] == 1 else f"{z}#{seen[z]}"
         return out
 
-    def decide() -> None:
-        nonlocal queue
-        asked = queue[:window]
-        if not asked:
-            return
-        room = [g for g in range(n_gpus) if 0 < len(gpus[g]) < max_per_gpu]
-        empty = [g for g in range(n_gpus) if not gpus[g]][:len(asked)]
-        sent = room + empty
-        if not sent:
-            return
+    def can_join(i: int, g: int) -> bool:
+        """The scheduler's filter: GPU g has room, and the set it would run was measured and holds no job twice."""
+        members = zoo(gpus[g]) + [by_id[i].zoo_job]
+        return len(members) <= max_per_gpu and len(set(members)) == len(members) and sets.has(members)
+
+    def ask(asked: list[int], sent: list[int]) -> tuple[list[tuple[int, list[int], float]], float]:
+        """``POST /v1/pack`` of ``asked`` with the GPUs ``sent`` (their running jobs pinned): each GPU's joining jobs and
+        predicted throughput, and the request's time (ms, client side)."""
         running = [i for g in sent for i in gpus[g]]
         names = instance_names(running + asked)
         body = {"mode": mode, "jobs": [{"profile": by_id[i].zoo_job} for i in running + asked],
@@ -146,34 +144,61 @@ def replay(client: Any, trace: Sequence[TraceJob], profiles: dict[str, JobProfil
         doc = client._post("/v1/pack", body)
         ms = 1e3 * (time.perf_counter() - t0)
         by_name = {names[i]: i for i in asked}
-        admitted = 0
+        out = []
         for gdoc in doc["gpus"]:
-            g = int(gdoc["name"][1:])
             joining = [by_name[n] for n in gdoc["jobs"] if n in by_name]
-            if not joining:
+            if joining:
+                out.append((int(gdoc["name"][1:]), joining, float(gdoc["throughput"])))
+        return out, ms
+
+    def admit(g: int, joining: list[int], throughput: float) -> list[int]:
+        """Run what the service chose on GPU g where the scheduler's check passes; the jobs refused."""
+        members = zoo(gpus[g]) + zoo(joining)
+        ok = len(set(members)) == len(members) and sets.has(members) and (len(members) <= 1 or throughput >= 1.0)
+        if not ok:
+            if gpus[g] or len(joining) == 1:
+                return joining
+            joining, refused = joining[:1], joining[1:]  # an empty GPU takes the first alone: always measured
+        else:
+            refused = []
+        set_ends(g)
+        for i in joining:
+            gpus[g].append(i)
+            start[i] = now
+            where[i] = g
+        return refused
+
+    def decide() -> None:
+        nonlocal queue
+        asked = queue[:window]
+        if not asked:
+            return
+        empty = [g for g in range(n_gpus) if not gpus[g]]
+        room = [g for g in range(n_gpus) if gpus[g] and any(can_join(i, g) for i in asked)]
+        sent = room + empty[:len(asked)]
+        if not sent:
+            return
+        placed, ms = ask(asked, sent)
+        requests, refused = 1, []
+        for g, joining, throughput in placed:
+            refused += admit(g, joining, throughput)
+        rec.refused += len(refused)
+        for i in sorted(refused, key=asked.index):  # asked again alone, with only the GPUs it may join
+            own = [g for g in range(n_gpus) if gpus[g] and can_join(i, g)] + [g for g in range(n_gpus) if not gpus[g]][:1]
+            if not own:
                 continue
-            members = zoo(gpus[g]) + zoo(joining)
-            ok = (len(set(members)) == len(members) and sets.has(members)
-                  and (len(members) <= 1 or gdoc["throughput"] >= 1.0))
-            if not ok:
-                rec.refused += len(joining)
-                # the scheduler's check refuses the set; a job alone on an empty GPU is always measured
-                if not gpus[g] and len(joining) > 1:
-                    joining = joining[:1]
-                else:
-                    continue
-            set_ends(g)
-            for i in joining:
-                gpus[g].append(i)
-                start[i] = now
-                where[i] = g
-                admitted += 1
+            again, extra = ask([i], own)
+            ms += extra
+            requests += 1
+            for g, joining, throughput in again:
+                admit(g, joining, throughput)
         queue = [i for i in queue if i not in where]
-        rec.decisions.append({"event": events, "time_s": now, "ms": ms, "jobs_asked": len(asked), "gpus_sent": len(sent),
-                              "running_sent": len(running), "admitted": admitted, "busy_gpus": sum(1 for x in gpus if x)})
+        rec.decisions.append({"event": events, "time_s": now, "ms": ms, "requests": requests, "jobs_asked": len(asked),
+                              "gpus_sent": len(sent), "refused": len(refused), "admitted": sum(1 for i in asked if i in where),
+                              "busy_gpus": sum(1 for x in gpus if x)})
 
     while nxt < len(arrivals) or queue or any(gpus):
-        if max_events is not None and events >= max_events or max_wall_s is not None and time.perf_counter() - t_wall > max_wall_s:
+        if (max_events is not None and events >= max_events) or (max_wall_s is not None and time.perf_counter() - t_wall > max_wall_s):
             rec.stopped_early = True
             break
         rates = {i: v for g in range(n_gpus) for i, v in rate(g).items()}
@@ -226,7 +251,65 @@ def error_by_decile(observations: Sequence[dict[str, Any]]) -> pd.DataFrame:
 
 def _iso(seconds: float) -> str:
     """Simulated time as ISO 8601: seconds after the trace's epoch (2026-01-01T00:00:00Z)."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import UTC, datetime, timedelta
 
-    t = datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=seconds)
+    t = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=seconds)
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def run_replay(url: str, data_dir: str, trace_path: str, gpu_counts: Sequence[int], modes: Sequence[str],
+               max_per_gpu: int = 2, copies: int = 1, max_events: int | None = None, max_wall_s: float | None = None,
+               out_dir: str | None = None, token: str | None = None,
+               log: Callable[[str], None] = lambda s: None) -> tuple[pd.DataFrame, dict[tuple[str, int], tuple[pd.DataFrame, ReplayLog]]]:
+    """``colopred simulate --server URL``: the trace (``copies`` times, :func:`replicate`) replayed through the
+    service at ``url`` in each mode and cluster size; a summary row per run (:func:`.simulation.summarize` of the jobs
+    that finished, decision latency, observation error), and each run's jobs and log. With ``out_dir``, each run's
+    ``replay-MODE-GPUS-{jobs,decisions,observations}.csv``."""
+    from pathlib import Path
+
+    from ..client import Client
+    from ..errors import InputError
+    from .dataset import load_dataset
+    from .simulation import read_gavel_trace, summarize
+
+    trace = read_gavel_trace(trace_path)
+    if not trace:
+        raise InputError(trace_path, "no single-GPU job in the trace")
+    if copies > 1:
+        trace = replicate(trace, copies)
+    log(f"reading {data_dir}")
+    ds = load_dataset(data_dir)
+    missing = sorted({j.zoo_job for j in trace} - set(ds.profiles))
+    if missing:
+        raise InputError(data_dir, f"no profile of the mapped zoo job(s) {', '.join(missing)}")
+    rows, runs = [], {}
+    for mode in modes:
+        sets = MeasuredSets(ds.for_mode(mode))
+        for n in gpu_counts:
+            log(f"{mode}, {n} GPUs: replaying {len(trace)} jobs through {url}")
+            client = Client(url, mode=mode, token=token)
+            run, rec = replay(client, trace, ds.profiles, sets, n, mode, max_per_gpu=max_per_gpu, max_events=max_events,
+                              max_wall_s=max_wall_s, log=log)
+            runs[(mode, n)] = (run, rec)
+            done = run.dropna(subset=["finish_s"])
+            ms = np.array([d["ms"] for d in rec.decisions]) if rec.decisions else np.array([math.nan])
+            obs = pd.DataFrame(rec.observations)
+            row: dict[str, Any] = {"mode": mode, "gpus": n, "jobs": len(trace), "finished": len(done),
+                                   "decisions": len(rec.decisions), "decision_p50_ms": float(np.percentile(ms, 50)),
+                                   "decision_p99_ms": float(np.percentile(ms, 99)), "decision_max_ms": float(ms.max()),
+                                   "observed_rows": len(obs), "refused": rec.refused}
+            if len(obs):
+                row["served_mape_pct"] = float((100 * (obs["predicted"] - obs["measured"]).abs() / obs["measured"]).mean())
+                row["uncorrected_mape_pct"] = float((100 * (obs["predicted_uncorrected"] - obs["measured"]).abs()
+                                                     / obs["measured"]).mean())
+                row["post_p50_ms"] = float(obs.drop_duplicates("id")["post_ms"].median())
+            if len(done) == len(run):
+                row.update(summarize(run))
+            rows.append(row)
+            if out_dir is not None:
+                out = Path(out_dir)
+                out.mkdir(parents=True, exist_ok=True)
+                run.to_csv(out / f"replay-{mode}-{n}-jobs.csv", index=False)
+                pd.DataFrame(rec.decisions).to_csv(out / f"replay-{mode}-{n}-decisions.csv", index=False)
+                obs.to_csv(out / f"replay-{mode}-{n}-observations.csv", index=False)
+    return pd.DataFrame(rows), runs
