@@ -107,7 +107,7 @@ def replay(client: Any, trace: Sequence[TraceJob], profiles: dict[str, JobProfil
                                           time=_iso(now), idempotency_key=f"replay-{mode}-g{g}-{since[g]:.3f}-{now:.3f}")
             ms = 1e3 * (time.perf_counter() - t0)
             for k, n in enumerate(names):
-                rec.observations.append({"id": doc.get("id"), "time_s": now, "job": n, "set": "+".join(sorted(names)),
+                rec.observations.append({"id": doc.get("id"), "from_s": since[g], "time_s": now, "gpu": g, "job": n, "set": "+".join(sorted(names)),
                                          "measured": meas[n], "predicted": doc["predicted"][k],
                                          "predicted_uncorrected": doc["predicted_uncorrected"][k], "post_ms": ms,
                                          "model": doc.get("model")})
