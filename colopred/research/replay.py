@@ -11,7 +11,10 @@ answer of the service moves with them.
 slowdowns of the set they share (mean over its windows). The scheduler filters before it asks, as kube-scheduler does before it calls an
 extender: a job may join a GPU only where the resulting set was measured (the replay has no outcome for any other)
 and holds no job twice, the rules the offline colopred policy's scorer enforces. Each decision sends the waiting jobs
-with the GPUs that some of them may join and as many empty GPUs as jobs asked about (empty GPUs are interchangeable);
+with as many empty GPUs as jobs asked about (empty GPUs are interchangeable) and, only where those are too few (an
+empty GPU gains more throughput than any set, slowdowns being at least 1), the occupied GPUs that some of them may
+join: of GPUs running the same jobs (interchangeable) no more than there are jobs asked about, at most
+``CANDIDATE_GPUS`` in all;
 where the service's answer puts a job on a GPU it may not join, or on a set predicted (by the answer) to do less than
 one job alone (normalised throughput < 1, which the offline policy never uses either), the job is asked about again
 alone with only the GPUs it may join (counted in ``refused``), and else waits for the next event. A decision's latency
@@ -31,6 +34,12 @@ import pandas as pd
 
 from ..profile import JobProfile
 from .simulation import COLOPRED_WINDOW, MeasuredSets, TraceJob
+
+CANDIDATE_GPUS = 100
+"""Most occupied GPUs a request sends: kube-scheduler's floor of feasible nodes it scores in a large cluster
+(``minFeasibleNodesToFind``)."""
+GPUS_PER_NODE = 8
+"""The replay's GPUs are ``node-K:G``, eight to a node, each node reported (``PUT /v1/nodes``) when its GPUs change."""
 
 
 @dataclass
@@ -66,7 +75,8 @@ def register_profiles(client: Any, trace: Sequence[TraceJob], profiles: dict[str
 
 def replay(client: Any, trace: Sequence[TraceJob], profiles: dict[str, JobProfile], sets: MeasuredSets, n_gpus: int,
            mode: str, max_per_gpu: int = 2, window: int = COLOPRED_WINDOW, max_events: int | None = None,
-           max_wall_s: float | None = None, log: Callable[[str], None] = lambda s: None) -> tuple[pd.DataFrame, ReplayLog]:
+           max_wall_s: float | None = None, report_nodes: bool = True, max_gpus_sent: int = CANDIDATE_GPUS,
+           log: Callable[[str], None] = lambda s: None) -> tuple[pd.DataFrame, ReplayLog]:
     """One replay through the service behind ``client`` (a :class:`colopred.client.Client`); a row per job as
     :func:`.simulation.simulate` gives (jobs not finished when ``max_events`` or ``max_wall_s`` stopped it have NaN
     times), and the scheduler's log."""
@@ -84,6 +94,8 @@ def replay(client: Any, trace: Sequence[TraceJob], profiles: dict[str, JobProfil
     busy_gpu_s = 0.0
     arrivals = sorted(trace, key=lambda j: (j.arrival_s, j.job_id))
     nxt, now, events = 0, 0.0, 0
+    changed: set[int] = set()
+    rotate = 0
     t_wall = time.perf_counter()
 
     def zoo(ids: Sequence[int]) -> list[str]:
@@ -98,12 +110,13 @@ def replay(client: Any, trace: Sequence[TraceJob], profiles: dict[str, JobProfil
 
     def set_ends(g: int) -> None:
         """GPU g's set is about to change: post what was measured of it, if it was shared and ran."""
+        changed.add(g)
         ids = gpus[g]
         if len(ids) >= 2 and now > since[g]:
             names = zoo(ids)
             meas = sets.measured[frozenset(names)]
             t0 = time.perf_counter()
-            doc = client.post_observation(names, [meas[n] for n in names], mode=mode, gpu=f"g{g}",
+            doc = client.post_observation(names, [meas[n] for n in names], mode=mode, gpu=gpu_id(g),
                                           time=_iso(now), idempotency_key=f"replay-{mode}-g{g}-{since[g]:.3f}-{now:.3f}")
             ms = 1e3 * (time.perf_counter() - t0)
             for k, n in enumerate(names):
@@ -112,6 +125,18 @@ def replay(client: Any, trace: Sequence[TraceJob], profiles: dict[str, JobProfil
                                          "predicted_uncorrected": doc["predicted_uncorrected"][k], "post_ms": ms,
                                          "model": doc.get("model")})
         since[g] = now
+
+    def gpu_id(g: int) -> str:
+        return f"node-{g // GPUS_PER_NODE}:{g % GPUS_PER_NODE}"
+
+    def report(changed: set[int]) -> None:
+        """``PUT /v1/nodes/{name}`` of each node whose GPUs changed: what runs where, as a node agent reports it."""
+        if not report_nodes:
+            return
+        for node in sorted({g // GPUS_PER_NODE for g in changed}):
+            gs = range(node * GPUS_PER_NODE, min(n_gpus, (node + 1) * GPUS_PER_NODE))
+            client.report_node(f"node-{node}", [{"name": str(g % GPUS_PER_NODE), "running": zoo(gpus[g])} for g in gs],
+                               mode=mode)
 
     def instance_names(ids: Sequence[int]) -> dict[int, str]:
         """The name the service gives each job of a request listing ``ids`` in this order (a zoo job given n > 1
@@ -131,6 +156,27 @@ def replay(client: Any, trace: Sequence[TraceJob], profiles: dict[str, JobProfil
         """The scheduler's filter: GPU g has room, and the set it would run was measured and holds no job twice."""
         members = zoo(gpus[g]) + [by_id[i].zoo_job]
         return len(members) <= max_per_gpu and len(set(members)) == len(members) and sets.has(members)
+
+    def candidates(asked: list[int], copies: int) -> list[int]:
+        """The occupied GPUs some of ``asked`` may join, at most ``copies`` of each running set (GPUs running the same
+        jobs are interchangeable, and no more than ``copies`` jobs can join them), ``max_gpus_sent`` in all, taken from
+        where the last decision stopped (as kube-scheduler samples the nodes of a large cluster)."""
+        nonlocal rotate
+        seen: dict[tuple[str, ...], int] = {}
+        out: list[int] = []
+        for k in range(n_gpus):
+            g = (rotate + k) % n_gpus
+            if not gpus[g] or len(gpus[g]) >= max_per_gpu:
+                continue
+            key = tuple(sorted(zoo(gpus[g])))
+            if seen.get(key, 0) >= copies or not any(can_join(i, g) for i in asked):
+                continue
+            seen[key] = seen.get(key, 0) + 1
+            out.append(g)
+            if len(out) == max_gpus_sent:
+                rotate = (g + 1) % n_gpus
+                break
+        return out
 
     def ask(asked: list[int], sent: list[int]) -> tuple[list[tuple[int, list[int], float]], float]:
         """``POST /v1/pack`` of ``asked`` with the GPUs ``sent`` (their running jobs pinned): each GPU's joining jobs and
@@ -174,7 +220,7 @@ def replay(client: Any, trace: Sequence[TraceJob], profiles: dict[str, JobProfil
         if not asked:
             return
         empty = [g for g in range(n_gpus) if not gpus[g]]
-        room = [g for g in range(n_gpus) if gpus[g] and any(can_join(i, g) for i in asked)]
+        room = [] if len(empty) >= len(asked) else candidates(asked, len(asked))
         sent = room + empty[:len(asked)]
         if not sent:
             return
@@ -184,7 +230,7 @@ def replay(client: Any, trace: Sequence[TraceJob], profiles: dict[str, JobProfil
             refused += admit(g, joining, throughput)
         rec.refused += len(refused)
         for i in sorted(refused, key=asked.index):  # asked again alone, with only the GPUs it may join
-            own = [g for g in range(n_gpus) if gpus[g] and can_join(i, g)] + [g for g in range(n_gpus) if not gpus[g]][:1]
+            own = candidates([i], 1) + [g for g in range(n_gpus) if not gpus[g]][:1]
             if not own:
                 continue
             again, extra = ask([i], own)
@@ -223,6 +269,8 @@ def replay(client: Any, trace: Sequence[TraceJob], profiles: dict[str, JobProfil
             queue.append(arrivals[nxt].job_id)
             nxt += 1
         decide()
+        report(changed)
+        changed.clear()
         events += 1
         if events % 500 == 0:
             log(f"  {mode}, {n_gpus} GPUs: {events} events, {len(finish)} of {len(trace)} jobs done, "

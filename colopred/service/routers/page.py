@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from typing import Any, Sequence
 
 from fastapi import APIRouter, Depends, Query
@@ -24,7 +25,7 @@ router = APIRouter(tags=["status"], route_class=StrictJSONRoute)
 
 SCATTER_OBSERVATIONS = 500
 """Latest observations the scatter and the error over time show."""
-NODES_SHOWN = 100
+NODES_SHOWN = 50
 """Nodes listed (by name); the page says how many more were reported."""
 ERROR_WINDOW = 25
 """Job rows each point of the error-over-time line averages."""
@@ -37,7 +38,7 @@ grid-template-columns:repeat(auto-fit,minmax(560px,1fr));gap:16px}section{backgr
 padding:12px 16px;box-shadow:0 1px 2px rgba(0,0,0,.08)}h2{font-size:15px;margin:0 0 8px}table{border-collapse:collapse;
 width:100%}td,th{padding:3px 8px;border-bottom:1px solid #e6e8ec;text-align:left;font-variant-numeric:tabular-nums}
 th{color:#5a6472;font-weight:600}.ok{color:#17803d;font-weight:600}.stale{color:#c62828;font-weight:700}
-.muted{color:#6b7480}.gpu{display:inline-block;border:1px solid #d5d9df;border-radius:4px;padding:2px 6px;margin:2px;
+.muted{color:#6b7480}td:first-child{white-space:nowrap}.gpu{display:inline-block;border:1px solid #d5d9df;border-radius:4px;padding:2px 6px;margin:2px;
 background:#fafbfc}.wide{grid-column:1/-1}form{margin:0}input{font:inherit;padding:2px 6px}a{color:#1f5fbf}
 svg text{font:11px system-ui,sans-serif;fill:#4a5260}"""
 
@@ -186,7 +187,7 @@ def _gpu_predictions(state: ServiceState, nodes: list[tuple[str, dict[str, Any]]
 def render(state: ServiceState, job: str | None) -> str:
     drift = state.drift()
     records = state.store.recent_observations(limit=SCATTER_OBSERVATIONS)
-    names = sorted(state.nodes)
+    names = sorted(state.nodes, key=lambda n: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", n)])
     nodes = [(n, state.nodes[n][1]) for n in names[:NODES_SHOWN]]
     predicted = _gpu_predictions(state, nodes)
     jobs = state.job_drift()
@@ -210,6 +211,11 @@ def render(state: ServiceState, job: str | None) -> str:
                  f'last {ROLLING_ERRORS} observed jobs of the mode, each prediction as served before the observation. '
                  f'Stale above {DRIFT_STALE_FACTOR:g}× the model\'s cross-validated (leave-architecture) MAPE, once '
                  f'{DRIFT_MIN_JOB_ROWS} rows are in the window.</p></section>')
+    points = [(r.mode, j.predicted, j.slowdown) for r in records for j in r.jobs]
+    parts.append(f'<section id="scatter"><h2>Predicted against observed ({len(points)} job rows of the last '
+                 f'{len(records)} observations)</h2>{scatter_svg(points)}</section>')
+    parts.append(f'<section id="error"><h2>Error over time (windows of {ERROR_WINDOW} job rows)</h2>'
+                 f'{error_svg(_error_series(records), {m: d["threshold_pct"] for m, d in drift.items()})}</section>')
     # nodes
     if nodes:
         items = []
@@ -229,11 +235,6 @@ def render(state: ServiceState, job: str | None) -> str:
     else:
         parts.append('<section class="wide" id="nodes"><h2>GPUs and their jobs</h2><p class="muted">No node reported '
                      'yet (PUT /v1/nodes/NAME).</p></section>')
-    points = [(r.mode, j.predicted, j.slowdown) for r in records for j in r.jobs]
-    parts.append(f'<section id="scatter"><h2>Predicted against observed ({len(points)} job rows of the last '
-                 f'{len(records)} observations)</h2>{scatter_svg(points)}</section>')
-    parts.append(f'<section id="error"><h2>Error over time (windows of {ERROR_WINDOW} job rows)</h2>'
-                 f'{error_svg(_error_series(records), {m: d["threshold_pct"] for m, d in drift.items()})}</section>')
     # jobs of highest error
     top = "".join(f'<tr><td><a href="/status?job={_e(r["job"])}">{_e(r["job"])}</a></td><td>{_e(r["mode"])}</td>'
                   f'<td>{r["rows"]}</td><td>{_f(r["rolling_error_pct"], unit="%")}</td></tr>' for r in jobs[:15])
