@@ -106,7 +106,7 @@ def main() -> int:
                 ms = [d["ms"] for d in rec.decisions]
                 row = {"mode": mode, "gpus": n, "policy": "colopred service (replay)", **summarize(run),
                        "decisions": len(ms), "decision_p50_ms": _pct(ms, 50), "decision_p99_ms": _pct(ms, 99),
-                       "observed_rows": len(obs), "refused": rec.refused, "wall_s": wall,
+                       "observed_rows": len(obs), "refused": rec.refused, "unpaid": rec.unpaid, "wall_s": wall,
                        "served_mape_pct": float((100 * (obs.predicted - obs.measured).abs() / obs.measured).mean()),
                        "uncorrected_mape_pct": float((100 * (obs.predicted_uncorrected - obs.measured).abs() / obs.measured).mean())}
                 summary.append(row)
@@ -227,8 +227,9 @@ def write_report(out: Path, summary: pd.DataFrame, error: pd.DataFrame, latency:
         lines += [f"**{mode}, {gpus} GPUs**", "", md_table(g.drop(columns=["mode", "gpus"])), ""]
     lines += [
         f"## Decision latency at {SCALE_GPUS:,} GPUs", "",
-        "A decision is every request of one event (the joint `pack` of the waiting jobs and, for a job the answer put "
-        "where the scheduler may not run it, one more `pack` of that job alone), timed by the client over loopback. "
+        "A decision is every request of one event (the joint `pack` of the waiting jobs and, where the answer put some "
+        "where the scheduler may not run them, one more `pack` of those jobs together), timed by the client over "
+        "loopback. "
         "`full_*`: the decisions once every GPU was busy. A request sends the GPUs some waiting job may join, no more "
         f"of one running set than jobs asked about, at most {CANDIDATE_GPUS} (`replay.CANDIDATE_GPUS`), and as many empty "
         "GPUs as jobs asked about. Observations are posted outside the decision (each a committed, fsynced write). The "

@@ -15,9 +15,10 @@ with as many empty GPUs as jobs asked about (empty GPUs are interchangeable) and
 empty GPU gains more throughput than any set, slowdowns being at least 1), the occupied GPUs that some of them may
 join: of GPUs running the same jobs (interchangeable) no more than there are jobs asked about, at most
 ``CANDIDATE_GPUS`` in all;
-where the service's answer puts a job on a GPU it may not join, or on a set predicted (by the answer) to do less than
-one job alone (normalised throughput < 1, which the offline policy never uses either), the job is asked about again
-alone with only the GPUs it may join (counted in ``refused``), and else waits for the next event. A decision's latency
+where the service's answer puts a job on a set predicted (by the answer) to do less than one job alone (normalised
+throughput < 1, which the offline policy never uses either) the job waits for the next event (``unpaid``); where it
+puts a job on a GPU the filter refuses (``refused``), the refused jobs are asked about once more, together, with only
+the GPUs some of them may join; a job refused again waits for the next event. A decision is at most two requests. A decision's latency
 is the time of its requests (client side, loopback); each observation's post is timed too.
 """
 
@@ -49,6 +50,9 @@ class ReplayLog:
     decisions: list[dict[str, Any]] = field(default_factory=list)
     observations: list[dict[str, Any]] = field(default_factory=list)
     refused: int = 0
+    """Jobs the answer put where the scheduler's filter refuses them (a set never measured, or a job twice)."""
+    unpaid: int = 0
+    """Jobs the answer put on a set it predicts to do less than one job alone (they wait)."""
     stopped_early: bool = False
 
 
@@ -198,15 +202,22 @@ def replay(client: Any, trace: Sequence[TraceJob], profiles: dict[str, JobProfil
         return out, ms
 
     def admit(g: int, joining: list[int], throughput: float) -> list[int]:
-        """Run what the service chose on GPU g where the scheduler's check passes; the jobs refused."""
+        """Run what the service chose on GPU g where the scheduler's filter passes and the answer predicts the set to
+        do at least as well as one job alone; the jobs the filter refused (a set never measured, or a job twice)."""
         members = zoo(gpus[g]) + zoo(joining)
-        ok = len(set(members)) == len(members) and sets.has(members) and (len(members) <= 1 or throughput >= 1.0)
-        if not ok:
+        feasible = len(set(members)) == len(members) and sets.has(members)
+        if feasible and len(members) > 1 and throughput < 1.0:  # predicted to do less than one job alone: they wait
+            if gpus[g] or len(joining) == 1:
+                rec.unpaid += len(joining)
+                return []
+            rec.unpaid += len(joining) - 1
+            joining = joining[:1]
+            feasible = True
+        refused: list[int] = []
+        if not feasible:
             if gpus[g] or len(joining) == 1:
                 return joining
             joining, refused = joining[:1], joining[1:]  # an empty GPU takes the first alone: always measured
-        else:
-            refused = []
         set_ends(g)
         for i in joining:
             gpus[g].append(i)
@@ -229,14 +240,14 @@ def replay(client: Any, trace: Sequence[TraceJob], profiles: dict[str, JobProfil
         for g, joining, throughput in placed:
             refused += admit(g, joining, throughput)
         rec.refused += len(refused)
-        for i in sorted(refused, key=asked.index):  # asked again alone, with only the GPUs it may join
-            own = candidates([i], 1) + [g for g in range(n_gpus) if not gpus[g]][:1]
-            if not own:
-                continue
-            again, extra = ask([i], own)
+        again = sorted(i for i in refused if i not in where)
+        again = sorted(again, key=asked.index)
+        own = candidates(again, len(again)) + [g for g in range(n_gpus) if not gpus[g]][:len(again)] if again else []
+        if own:  # one second round: the refused jobs, with only the GPUs some of them may join (refused again: they wait)
+            placed, extra = ask(again, own)
             ms += extra
             requests += 1
-            for g, joining, throughput in again:
+            for g, joining, throughput in placed:
                 admit(g, joining, throughput)
         queue = [i for i in queue if i not in where]
         rec.decisions.append({"event": events, "time_s": now, "ms": ms, "requests": requests, "jobs_asked": len(asked),
@@ -345,7 +356,7 @@ def run_replay(url: str, data_dir: str, trace_path: str, gpu_counts: Sequence[in
             row: dict[str, Any] = {"mode": mode, "gpus": n, "jobs": len(trace), "finished": len(done),
                                    "decisions": len(rec.decisions), "decision_p50_ms": float(np.percentile(ms, 50)),
                                    "decision_p99_ms": float(np.percentile(ms, 99)), "decision_max_ms": float(ms.max()),
-                                   "observed_rows": len(obs), "refused": rec.refused}
+                                   "observed_rows": len(obs), "refused": rec.refused, "unpaid": rec.unpaid}
             if len(obs):
                 row["served_mape_pct"] = float((100 * (obs["predicted"] - obs["measured"]).abs() / obs["measured"]).mean())
                 row["uncorrected_mape_pct"] = float((100 * (obs["predicted_uncorrected"] - obs["measured"]).abs()
