@@ -8,18 +8,20 @@ ones pinned to their GPUs; when a set of jobs that shared a GPU ends (a job comp
 answer of the service moves with them.
 
 **Outcomes come from measurements, never from the model**, as in :mod:`.simulation`: jobs progress at the measured
-slowdowns of the set they share (mean over its windows). The scheduler filters before it asks, as kube-scheduler does before it calls an
-extender: a job may join a GPU only where the resulting set was measured (the replay has no outcome for any other)
-and holds no job twice, the rules the offline colopred policy's scorer enforces. Each decision sends the waiting jobs
-with as many empty GPUs as jobs asked about (empty GPUs are interchangeable) and, only where those are too few (an
-empty GPU gains more throughput than any set, slowdowns being at least 1), the occupied GPUs that some of them may
-join: of GPUs running the same jobs (interchangeable) no more than there are jobs asked about, at most
-``CANDIDATE_GPUS`` in all;
-where the service's answer puts a job on a set predicted (by the answer) to do less than one job alone (normalised
-throughput < 1, which the offline policy never uses either) the job waits for the next event (``unpaid``); where it
-puts a job on a GPU the filter refuses (``refused``), the refused jobs are asked about once more, together, with only
-the GPUs some of them may join; a job refused again waits for the next event. A decision is at most two requests. A decision's latency
-is the time of its requests (client side, loopback); each observation's post is timed too.
+slowdowns of the set they share (mean over its windows).
+
+The scheduler filters before it asks, as kube-scheduler does before it calls an extender: a job may join a GPU only
+where the resulting set was measured (the replay has no outcome for any other) and holds no job twice, the rules the
+offline colopred policy's scorer enforces. Each decision sends the waiting jobs with as many empty GPUs as jobs asked
+about (empty GPUs are interchangeable) and, only where those are too few (an empty GPU gains more throughput than any
+set, slowdowns being at least 1), the occupied GPUs that some of them may join: of GPUs running the same jobs
+(interchangeable) no more than there are jobs asked about, at most ``CANDIDATE_GPUS`` in all. Where the answer puts a
+job on a set it predicts to do less than one job alone (normalised throughput < 1, which the offline policy never uses
+either), the job waits for the next event (``unpaid``); where it puts a job on a GPU the filter refuses (``refused``),
+the refused jobs are asked about once more, together, with only the GPUs some of them may join, and a job refused
+again waits. A decision is at most two requests; its latency is theirs (client side, loopback). Each observation's
+post is timed too. With ``report_nodes``, each node whose GPUs changed at an event is reported (``PUT /v1/nodes``, as
+a node agent would), so ``/status`` shows the cluster as the replay goes.
 """
 
 from __future__ import annotations
@@ -191,7 +193,7 @@ def replay(client: Any, trace: Sequence[TraceJob], profiles: dict[str, JobProfil
                 "gpus": [{"name": f"g{g}", "running": [names[i] for i in gpus[g]]} for g in sent],
                 "limits": {"max_per_gpu": max_per_gpu}}
         t0 = time.perf_counter()
-        doc = client._post("/v1/pack", body)
+        doc = client.request("POST", "/v1/pack", body)[1]
         ms = 1e3 * (time.perf_counter() - t0)
         by_name = {names[i]: i for i in asked}
         out = []
@@ -240,8 +242,7 @@ def replay(client: Any, trace: Sequence[TraceJob], profiles: dict[str, JobProfil
         for g, joining, throughput in placed:
             refused += admit(g, joining, throughput)
         rec.refused += len(refused)
-        again = sorted(i for i in refused if i not in where)
-        again = sorted(again, key=asked.index)
+        again = sorted((i for i in refused if i not in where), key=asked.index)
         own = candidates(again, len(again)) + [g for g in range(n_gpus) if not gpus[g]][:len(again)] if again else []
         if own:  # one second round: the refused jobs, with only the GPUs some of them may join (refused again: they wait)
             placed, extra = ask(again, own)
