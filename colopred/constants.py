@@ -124,6 +124,18 @@ set is quarantined by ``colopred serve`` (kept, never applied or trained on): ov
 largest such factor is 1.89, so 3 leaves a margin of 1.6x beyond anything an unseen job has shown. A definition from
 the data, not tuned."""
 
+DRIFT_STALE_FACTOR = 2.0
+"""``colopred serve`` marks a mode's model stale when its rolling error over the last 200 observed jobs is above this
+multiple of the model's own leave-architecture cross-validated MAPE (its manifest's ``metrics``). On the shipped data's
+out-of-fold rows (``reports/h100/learning/fold_rows.csv.gz``) 200 rows drawn at random stay within 1.25x of the MAPE
+(99.9th percentile, both modes), and 200 consecutive rows of one never-seen architecture within 1.94x (MPS) and, in
+time-slicing, above 2x only for graphsage and dqn alone (0.05% of such windows): 2x is beyond what the model's own
+unseen-job error does; not tuned on any test (``docs/service.md``, "Drift")."""
+
+DRIFT_MIN_JOB_ROWS = 50
+"""Observed job rows a mode's rolling error must hold before it marks the model stale: means of 50 out-of-fold rows
+drawn at random lie within 0.70x to 1.39x of the MAPE (1st to 99th percentile, both modes), well inside 2x."""
+
 SLOWDOWN_FLOOR = 1.0
 """Least slowdown a prediction gives: a job that shares its GPU does not run faster than alone. A physical bound, not
 tuned; its effect on the development rows is within the tree seeds' spread."""

@@ -180,6 +180,25 @@ def cmd_simulate(a) -> int:
                                  (a.data, DEFAULT_DATA, "--data FOLDER (measured sets and profiles)")):
         if given == default and not Path(default).exists():  # the defaults are folders of the source checkout
             raise InputError(default, f"not found: the default ships with colopred's source checkout (run from it), or give {what}")
+    if a.server is None:
+        for flag, value in (("--replicate", a.replicate != 1), ("--max-events", a.max_events is not None),
+                            ("--max-wall-s", a.max_wall_s is not None)):
+            if value:
+                raise ColopredError(f"{flag}: only with --server URL (a replay through a running colopred serve)")
+    else:
+        from ..research.replay import run_replay
+
+        if a.replicate < 1:
+            raise ColopredError(f"--replicate: give a positive number of copies of the trace, not {a.replicate}")
+        if a.max_events is not None and a.max_events < 1:
+            raise ColopredError(f"--max-events: give a positive number of events, not {a.max_events}")
+        if a.max_wall_s is not None and not a.max_wall_s > 0:
+            raise ColopredError(f"--max-wall-s: give a positive number of seconds, not {a.max_wall_s}")
+        table, _ = run_replay(a.server, a.data, a.trace, counts, parse_modes(a.modes), max_per_gpu=a.max_per_gpu,
+                              copies=a.replicate, max_events=a.max_events, max_wall_s=a.max_wall_s, out_dir=a.out,
+                              token=getattr(a, "token", None), log=log_of(a))
+        print(table.to_string(index=False, float_format=lambda x: f"{x:.2f}"))
+        return 0
     table = run_study(a.data, a.trace, counts, a.out, modes=parse_modes(a.modes), max_per_gpu=a.max_per_gpu, log=log_of(a))
     print(table.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
     return 0
@@ -248,4 +267,13 @@ def add_commands(sub) -> None:
     p.add_argument("--gpus", default="4,5,6", help="cluster sizes to simulate, comma separated")
     p.add_argument("--max-per-gpu", type=int, default=2, help="jobs per GPU at most")
     p.add_argument("--modes", default=",".join(MODES), help="modes to simulate, comma separated")
-    p.add_argument("--out", help="folder for simulation.md, simulation.csv and the plot")
+    p.add_argument("--out", help="folder for simulation.md, simulation.csv and the plot (with --server: each replay's "
+                                 "jobs, decisions and observations as CSV)")
+    p.add_argument("--server", metavar="URL",
+                   help="replay the trace through a running colopred serve as a scheduler would: register the jobs' "
+                        "profiles, ask POST /v1/pack at every arrival and completion, post each set's measured slowdowns "
+                        "as observations (outcomes still from measurements); use a fresh store per replay")
+    p.add_argument("--replicate", type=int, default=1, metavar="N", help="with --server: the trace N times over (copies "
+                                                                        "interleaved), for a cluster of 1,000 GPUs")
+    p.add_argument("--max-events", type=int, default=None, help="with --server: stop after this many events")
+    p.add_argument("--max-wall-s", type=float, default=None, help="with --server: stop after this many seconds")

@@ -98,8 +98,10 @@ def read_gavel_trace(path: str | Path, max_jobs: int | None = None) -> list[Trac
 class MeasuredSets:
     """Measured slowdowns of one mode (mean over a set's windows) and colopred's out-of-fold predictions for them."""
 
-    def __init__(self, rows: pd.DataFrame, predicted: np.ndarray):
-        d = rows.assign(pred=predicted).dropna(subset=["pred"])
+    def __init__(self, rows: pd.DataFrame, predicted: np.ndarray | None = None):
+        """``predicted``: out-of-fold predictions of ``rows`` (None: the measurements only, as a replay through the
+        service needs, whose predictions are the service's)."""
+        d = rows.assign(pred=np.zeros(len(rows)) if predicted is None else predicted).dropna(subset=["pred"])
         g = d.groupby(["set", "job"])[["slowdown", "pred"]].mean()
         self.measured: dict[frozenset, dict[str, float]] = {}
         self.predicted: dict[frozenset, dict[str, float]] = {}

@@ -24,7 +24,7 @@ from .errors import (BodyLimit, colopred_error_handler, error_response, http_err
                      install_warning_capture, service_error_handler, validation_handler)
 from .metrics import MetricsMiddleware
 from .openapi import ERROR_SCHEMA, components
-from .routers import k8s, models, nodes, observations, predict, profiles, status
+from .routers import k8s, models, nodes, observations, page, predict, profiles, status
 from .state import ServiceError, ServiceState, load_models
 from .store import Store, open_store
 from .versions import models_dir_of
@@ -62,7 +62,7 @@ def create_app(config: ServiceConfig | None = None, store: Store | None = None) 
     app.state.token = token
     app.state.config = config
     for r in (predict.router, profiles.router, observations.router, observations.quarantine_router, nodes.router, k8s.router,
-              status.router, models.router):
+              status.router, models.router, page.router):
         app.include_router(r)
     app.add_exception_handler(RequestValidationError, validation_handler)
     app.add_exception_handler(ServiceError, service_error_handler)

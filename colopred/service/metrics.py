@@ -12,6 +12,12 @@
   colopred_rolling_error_pct{mode}                     mean |predicted - measured| / measured, in %, of the last
                                                        ROLLING_ERRORS observed jobs: each prediction as served at
                                                        the time, against the slowdown later measured for that set
+  colopred_job_rolling_error_pct{mode, job}          the same of one job's last ROLLING_JOB_ERRORS observations,
+                                                       for the DRIFT_JOBS_EXPORTED jobs of highest error (bounded)
+  colopred_stale_threshold_pct{mode}                   DRIFT_STALE_FACTOR x the mode's model's cross-validated
+                                                       (leave-architecture) MAPE, from its manifest
+  colopred_model_stale{mode}                           1 where the rolling error, over at least
+                                                       DRIFT_MIN_JOB_ROWS job rows, is above the threshold
   colopred_profiles, colopred_nodes, colopred_observed_jobs{model}, colopred_cache_hits_total, _misses_total
 
 With several worker processes, ``colopred serve`` points ``PROMETHEUS_MULTIPROC_DIR`` at a private folder before
@@ -58,6 +64,23 @@ class StateCollector:
             stored.add_metric([mode], state.observation_counts.get(mode, 0))
         yield err
         yield stored
+        from .state import DRIFT_JOBS_EXPORTED
+
+        per_job = GaugeMetricFamily("colopred_job_rolling_error_pct", "Mean absolute % error of one job's last observed "
+                                    "predictions as served at the time (the jobs of highest error)", labels=["mode", "job"])
+        for r in state.job_drift(limit=DRIFT_JOBS_EXPORTED):
+            per_job.add_metric([r["mode"], r["job"]], r["rolling_error_pct"])
+        yield per_job
+        threshold = GaugeMetricFamily("colopred_stale_threshold_pct", "Rolling error above which a mode's model is "
+                                      "stale", labels=["mode"])
+        stale = GaugeMetricFamily("colopred_model_stale", "1: the mode's rolling error is above its stale threshold",
+                                  labels=["mode"])
+        for mode, d in state.drift().items():
+            if d["threshold_pct"] is not None:
+                threshold.add_metric([mode], d["threshold_pct"])
+            stale.add_metric([mode], 1.0 if d["stale"] else 0.0)
+        yield threshold
+        yield stale
         yield GaugeMetricFamily("colopred_profiles", "Registered profiles", value=len(state.profiles))
         yield GaugeMetricFamily("colopred_nodes", "Nodes reported", value=len(state.nodes))
         jobs = GaugeMetricFamily("colopred_observed_jobs", "Jobs whose predictions observations shift", labels=["model"])

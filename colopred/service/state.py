@@ -9,6 +9,7 @@
               predictor's ``JobOffset`` of a job is (k, sum / k), as ``Predictor.observe`` pools them
   nodes       the latest report of what runs on each node's GPUs (the scheduler extender's view)
   rolling     per mode, the errors of the last ``ROLLING_ERRORS`` observed jobs' predictions at the time
+  job_rolling per (mode, job), the errors of that job's last ``ROLLING_JOB_ERRORS`` predictions at the time (drift)
   caches      answers keyed by what they depend on (:class:`AnswerCache`)
 
 All of it is a function of the store's rows read in ``seq`` order (:meth:`ServiceState.catch_up`): a restarted
@@ -28,7 +29,7 @@ from typing import Any, Hashable, Iterable, Sequence
 
 import numpy as np
 
-from ..constants import MODES
+from ..constants import DRIFT_MIN_JOB_ROWS, DRIFT_STALE_FACTOR, MODES
 from ..io import sha256_of
 from ..profile import JobProfile
 from ..runtime.manifest import default_model_path
@@ -44,6 +45,11 @@ log = logging.getLogger("colopred.service")
 
 ROLLING_ERRORS = 200
 """Observed jobs (per mode) over which /metrics' rolling error of predictions is taken."""
+
+ROLLING_JOB_ERRORS = 20
+"""Observations of one job (per mode) over which its own rolling error is taken (``GET /v1/drift``, ``/status``)."""
+DRIFT_JOBS_EXPORTED = 50
+"""Jobs whose rolling error /metrics exports (the highest): a gauge per observed job would be unbounded."""
 
 CHECKPOINT_EVERY_ROWS = 200_000
 """A start that read at least this many observation rows writes a checkpoint of the sums (``Store.write_checkpoint``)."""
@@ -174,6 +180,7 @@ class ServiceState:
         self.nodes: dict[str, tuple[int, dict[str, Any]]] = {}
         self.heads = {"profiles": 0, "observations": 0, "nodes": 0, "models": 0}
         self.rolling = {m: deque(maxlen=ROLLING_ERRORS) for m in MODES}
+        self.job_rolling: dict[tuple[str, str], deque] = {}
         self.observation_counts = dict.fromkeys(MODES, 0)
         self.lock = threading.RLock()
         self.replayed = 0
@@ -205,6 +212,8 @@ class ServiceState:
             d = self.rolling[mode]
             for slowdown, predicted in self.store.last_job_rows(mode, head, ROLLING_ERRORS):
                 d.append(100.0 * abs(predicted - slowdown) / slowdown)
+        for mode, job, slowdown, predicted in self.store.last_rows_per_job(head, ROLLING_JOB_ERRORS):
+            self._job_window(mode, job).append(100.0 * abs(predicted - slowdown) / slowdown)
         self.heads["observations"] = head
         return True
 
@@ -271,7 +280,7 @@ class ServiceState:
         by_id = {m.id: m for m in self.models.values()}
         foreign: list[int] = []
         touched: dict[str, set[str]] = {}
-        counts, rolling = self.observation_counts, self.rolling
+        counts, rolling, job_rolling = self.observation_counts, self.rolling, self.job_rolling
         last = prev = self.heads["observations"]
         for seq, mode, model_id, job, log_ratio, slowdown, predicted in self.store.observation_rows(self.heads["observations"]):
             m = by_id.get(model_id)
@@ -289,7 +298,12 @@ class ServiceState:
             d = rolling.get(mode)
             if d is None:
                 d = rolling[mode] = deque(maxlen=ROLLING_ERRORS)
-            d.append(100.0 * abs(predicted - slowdown) / slowdown)
+            err = 100.0 * abs(predicted - slowdown) / slowdown
+            d.append(err)
+            w = job_rolling.get((mode, job))
+            if w is None:
+                w = job_rolling[(mode, job)] = deque(maxlen=ROLLING_JOB_ERRORS)
+            w.append(err)
             last = seq
             self.replayed += 1
         for name, jobs in touched.items():
@@ -431,13 +445,52 @@ class ServiceState:
         d = self.rolling.get(mode)
         return float(sum(d) / len(d)) if d else math.nan
 
+    def _job_window(self, mode: str, job: str) -> deque:
+        w = self.job_rolling.get((mode, job))
+        if w is None:
+            w = self.job_rolling[(mode, job)] = deque(maxlen=ROLLING_JOB_ERRORS)
+        return w
+
+    def stale_threshold_pct(self, mode: str) -> float:
+        """``DRIFT_STALE_FACTOR`` times the leave-architecture cross-validated MAPE of the served models of ``mode``
+        (the largest, where several serve it: ncu and GPM profiles), from their manifests; NaN where none says."""
+        cv = []
+        with self.lock:
+            for m in self.models.values():
+                if m.mode == mode:
+                    value = ((m.predictor.manifest.get("metrics") or {}).get("leave-arch") or {}).get("slowdown_mape_pct")
+                    if isinstance(value, (int, float)) and value > 0:
+                        cv.append(float(value))
+        return DRIFT_STALE_FACTOR * max(cv) if cv else math.nan
+
+    def drift(self) -> dict[str, Any]:
+        """Per mode: the rolling error, how many job rows it is over, the stale threshold and whether the model of the
+        mode is stale (the rolling error over at least ``DRIFT_MIN_JOB_ROWS`` rows above the threshold)."""
+        out = {}
+        for mode in sorted(self.rolling):
+            rows = len(self.rolling[mode])
+            err, limit = self.rolling_error_pct(mode), self.stale_threshold_pct(mode)
+            out[mode] = {"rolling_error_pct": None if err != err else round(err, 4), "rows": rows,
+                         "threshold_pct": None if limit != limit else round(limit, 4),
+                         "stale": bool(rows >= DRIFT_MIN_JOB_ROWS and err == err and limit == limit and err > limit)}
+        return out
+
+    def job_drift(self, mode: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Each observed job's rolling error (its last ``ROLLING_JOB_ERRORS`` observations), highest first."""
+        with self.lock:
+            rows = [{"mode": md, "job": job, "rows": len(w), "rolling_error_pct": round(float(sum(w) / len(w)), 4)}
+                    for (md, job), w in self.job_rolling.items() if w and (mode is None or md == mode)]
+        rows.sort(key=lambda r: (-r["rolling_error_pct"], r["mode"], r["job"]))
+        return rows if limit is None else rows[:limit]
+
     def fingerprint(self) -> dict[str, Any]:
         """Everything observable of the state, for tests that compare a rebuilt state with the one before."""
         return {"heads": dict(self.heads), "profiles": {n: v for n, (v, _) in sorted(self.profiles.items())},
                 "nodes": {n: v for n, (v, _) in sorted(self.nodes.items())},
                 "sums": {m.name: dict(sorted(m.sums.items())) for m in self.models.values()},
                 "versions": {m.name: (m.version, m.id) for m in self.models.values()},
-                "rolling": {k: list(v) for k, v in self.rolling.items()}, "counts": dict(self.observation_counts)}
+                "rolling": {k: list(v) for k, v in self.rolling.items()}, "counts": dict(self.observation_counts),
+                "job_rolling": {f"{m}:{j}": list(v) for (m, j), v in sorted(self.job_rolling.items())}}
 
 
 def _drain(fetch, after: int) -> Iterable[Any]:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
 from ... import __version__
+from ...constants import DRIFT_MIN_JOB_ROWS, DRIFT_STALE_FACTOR
 from ...runtime.observed import prior_weight_of
 from ..errors import StrictJSONRoute
 from ..deps import get_state, json_response
 from ..metrics import exposition
-from ..openapi import answer
-from ..state import ServiceError, ServiceState
+from ..openapi import ERRORS, answer
+from ..state import ROLLING_ERRORS, ROLLING_JOB_ERRORS, ServiceError, ServiceState
 
 router = APIRouter(tags=["status"], route_class=StrictJSONRoute)
 
@@ -21,14 +22,29 @@ async def healthz(state: ServiceState = Depends(get_state)) -> Response:
     """Liveness and readiness: the store answered the sync this request made."""
     return json_response({"status": "ok", "version": __version__, "store": state.store.url,
                           "profiles": len(state.profiles), "observations": sum(state.observation_counts.values()),
-                          "models": [m.id for m in state.models.values()]})
+                          "models": [m.id for m in state.models.values()], "drift": state.drift()})
 
 
 @router.get("/v1/models", response_model=None, tags=["models"],
             responses=answer({"type": "object"}, "the models served, with their version (id) and live observations"))
 async def models(state: ServiceState = Depends(get_state)) -> Response:
+    drift = state.drift()
     with state.lock:
-        return json_response({"models": [m.describe() for m in state.models.values()]})
+        return json_response({"models": [{**m.describe(), "drift": drift.get(m.mode)} for m in state.models.values()]})
+
+
+@router.get("/v1/drift", response_model=None, tags=["models"],
+            responses={**answer({"type": "object"}, "each mode's and each observed job's rolling error, the stale "
+                                "threshold and flag"), **ERRORS})
+async def drift(mode: str | None = Query(None, pattern="^(timeslice|mps)$"), limit: int = Query(100, ge=1, le=10_000),
+                state: ServiceState = Depends(get_state)) -> Response:
+    """The errors of the predictions as served against what was measured later: per mode (the last
+    ``ROLLING_ERRORS`` observed jobs) with the threshold that marks the model stale, and per job (its last
+    ``ROLLING_JOB_ERRORS`` observations), highest first."""
+    jobs = state.job_drift(mode)
+    return json_response({"stale_factor": DRIFT_STALE_FACTOR, "min_rows": DRIFT_MIN_JOB_ROWS, "window": ROLLING_ERRORS,
+                          "job_window": ROLLING_JOB_ERRORS, "modes": state.drift(), "jobs": jobs[:limit],
+                          "observed_jobs": len(jobs)})
 
 
 @router.get("/metrics", response_model=None, responses={200: {"description": "Prometheus text format",

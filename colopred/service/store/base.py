@@ -537,6 +537,22 @@ class Store:
                           "WHERE o.mode = ? AND j.seq <= ? ORDER BY j.seq DESC, j.position DESC LIMIT ?", (mode, head, limit))
         return [(float(a), float(b)) for a, b in reversed(rows)]
 
+    def last_rows_per_job(self, head: int, limit: int) -> list[tuple[str, str, float, float]]:
+        """(mode, job, measured, predicted at the time) of each job's last ``limit`` rows of each mode up to seq
+        ``head``, each job's oldest first: what its rolling error holds after reading every row."""
+        rows = self._read("SELECT mode, job, slowdown, predicted FROM (SELECT o.mode AS mode, j.job AS job, j.slowdown AS "
+                          "slowdown, j.predicted AS predicted, j.seq AS seq, j.position AS position, ROW_NUMBER() OVER "
+                          "(PARTITION BY o.mode, j.job ORDER BY j.seq DESC, j.position DESC) AS k FROM observation_jobs j "
+                          "JOIN observations o ON o.seq = j.seq WHERE j.seq <= ?) t WHERE k <= ? ORDER BY seq, position",
+                          (head, limit))
+        return [(m, j, float(a), float(b)) for m, j, a, b in rows]
+
+    def recent_observations(self, mode: str | None = None, limit: int = 500) -> list[ObservationRecord]:
+        """The latest ``limit`` observations (of ``mode`` if given), newest first: what the status page plots."""
+        if mode is None:
+            return self._observations("1 = 1", (), order="o.seq DESC", limit=limit)
+        return self._observations("o.mode = ?", (mode,), order="o.seq DESC", limit=limit)
+
     def observation_count(self) -> int:
         return int(self._read("SELECT COUNT(*) FROM observations")[0][0])
 
