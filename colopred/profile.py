@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from .constants import MAX_BUSY_FRACTION, MAX_KERNELS_PER_MS, MAX_META_DEPTH
+from .constants import MAX_BUSY_FRACTION, MAX_KERNELS_PER_MS, MAX_META_DEPTH, MAX_NAME_LENGTH
 from .errors import SchemaError
 from .gpu import GpuInfo
 from .io import read_text_input, write_text_atomic
@@ -220,6 +220,22 @@ class JobProfile:
             if pct:
                 lines.append(f"  {metric:<21} " + " ".join(pct) + "  (duration-weighted percentiles, %)")
         return "\n".join(lines)
+
+
+def name_problem(name: object) -> str | None:
+    """What is wrong with ``name`` as a job's (or a GPU's) name, in a phrase ("holds 10000 characters, at most 200"),
+    or None: a non-empty string of at most ``MAX_NAME_LENGTH`` characters on one line (no control character), the
+    rule of the profile schema's ``name``."""
+    if not isinstance(name, str):
+        return f"must be a string, not {type(name).__name__}"
+    if not name:
+        return "must not be empty"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"holds {len(name)} characters, at most {MAX_NAME_LENGTH}"
+    bad = next((c for c in name if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        return f"holds a control character ({bad!r}): a name is one line of printable text"
+    return None
 
 
 def kernel_time_beyond(kernel_ms: float, iteration_ms: float, max_busy_fraction: float) -> str | None:
