@@ -72,6 +72,13 @@ of ``SWAPS_PER_JOB`` per job where that is more): a bound on the time a round ta
 SWAPS_PER_JOB = 4
 """Targeted moves and swaps per job and round on large instances (partners from the shortlist)."""
 
+RANDOM_SWAPS_PER_JOB = 2
+"""Swaps of two jobs drawn at random per job and round on large instances, beside the targeted ones."""
+
+LOCAL_SEARCH_STOP_SHARE = 0.001
+"""On large instances the local search stops once a round raises the predicted throughput by less than this share
+(0.1%) and places no further job: on 10,000 jobs on 5,000 GPUs rounds 7 to 12 gained 0.3% in all, for half the time."""
+
 SPARSE_ROUNDS = 12
 """Rounds of local search on large instances (each stops early once a round improves nothing)."""
 
@@ -90,12 +97,12 @@ SHORTLIST_CLUSTERS = 96
 are 73 jobs, and a cluster's representatives stand for jobs whose features differ by re-timing alone."""
 
 SHORTLIST_CLUSTER_CHOICES = 8
-SHORTLIST_PER_CLUSTER = 3
-SHORTLIST_RANDOM = 24
+SHORTLIST_PER_CLUSTER = 2
+SHORTLIST_RANDOM = 16
 SHORTLIST_PARTNERS = SHORTLIST_CLUSTER_CHOICES * SHORTLIST_PER_CLUSTER + SHORTLIST_RANDOM
-"""Candidate partners predicted per job on large instances: 3 jobs from each of the 8 clusters whose representatives
-pair best with the job's, and 24 at random (on 1,000 jobs, 8 at random left the total 1.2% below the all-pairs
-engine's, 24 0.2%) (a job no shortlisted partner can take gets a second, random draw)."""
+"""Candidate partners predicted per job on large instances: 2 jobs from each of the 8 clusters whose representatives
+pair best with the job's, and 16 at random (on 1,000 jobs on 500 GPUs, 3 and 8 left the total 1.2% below the all-pairs
+engine's, 3 and 24 0.2%; with ``RANDOM_SWAPS_PER_JOB`` 2 and 16: 0.1%) (a job no shortlisted partner can take gets a second, random draw)."""
 
 PARTNERS_KEPT = 32
 """Best allowed partners kept per job on large instances: the groups holding them are those layers, moves and swaps
@@ -304,14 +311,27 @@ class _Problem:
         memory = self.memory[gpu].tolist()
         keys = [(m, tuple(sorted(g))) for m, g in zip(memory, groups)]
         cache = self.cache
-        todo = list(dict.fromkeys(k for k in keys if k not in cache))
-        if todo:
+        get = cache.get
+        out = [get(k) for k in keys]
+        miss = [i for i, v in enumerate(out) if v is None]
+        if miss:
+            todo = list(dict.fromkeys([keys[i] for i in miss]))
             mem = np.array([k[0] for k in todo])
             value, thr, worst, kind = self._score([k[1] for k in todo], mem)
+            info = self.info
             for k, v, t, s, c in zip(todo, value.tolist(), thr.tolist(), worst.tolist(), kind.tolist()):
                 cache[k] = v
-                self.info[k] = (t, s, c)
-        return np.array([cache[k] for k in keys], dtype=float)
+                info[k] = (t, s, c)
+            for i in miss:
+                out[i] = cache[keys[i]]
+        return np.array(out, dtype=float)
+
+    def score(self, pairs: np.ndarray, gpu: int) -> np.ndarray:
+        """:meth:`values` of many pairs (n x 2 job indices) on GPU ``gpu``, without the cache (a shortlist's pairs are
+        asked once)."""
+        if not len(pairs):
+            return np.zeros(0)
+        return self._score(list(map(tuple, pairs.tolist())), np.full(len(pairs), self.memory[gpu]))[0]
 
     def _score(self, groups: list[tuple[int, ...]], memory: np.ndarray) -> tuple[np.ndarray, ...]:
         n = len(groups)
@@ -526,7 +546,7 @@ class _Shortlist:
         partner = order[start[chosen][:, :, None] + draw].reshape(n, -1)
         partner = np.concatenate([partner, rng.integers(0, n, size=(n, SHORTLIST_RANDOM))], axis=1)
         pairs = self._pairs(jobs, partner, n)
-        value = self._score(pb, pairs, gpu)
+        value = pb.score(pairs, gpu)
         # a job without an allowed partner among its draw: a second draw, at random
         has = np.zeros(n, dtype=bool)
         has[pairs[np.isfinite(value)].ravel()] = True
@@ -537,8 +557,8 @@ class _Shortlist:
             fresh = np.array([c not in known for c in (more[:, 0] * n + more[:, 1]).tolist()], dtype=bool)
             more = more[fresh] if len(more) else more
             pairs = np.concatenate([pairs, more])
-            value = np.concatenate([value, self._score(pb, more, gpu)])
-        self.pairs, self.value = pairs, value
+            value = np.concatenate([value, pb.score(more, gpu)])
+        self.pairs, self.value, self.memory = pairs, value, float(pb.memory[gpu])
         keep = np.flatnonzero(np.isfinite(value))
         ends = np.concatenate([pairs[keep, 0], pairs[keep, 1]])
         others = np.concatenate([pairs[keep, 1], pairs[keep, 0]])
@@ -559,11 +579,6 @@ class _Shortlist:
         code = np.unique((lo * n + hi)[lo != hi])
         return np.column_stack([code // n, code % n])
 
-    @staticmethod
-    def _score(pb: _Problem, pairs: np.ndarray, gpu: int) -> np.ndarray:
-        if not len(pairs):
-            return np.zeros(0)
-        return pb.values(list(map(tuple, pairs.tolist())), np.full(len(pairs), gpu, dtype=np.int64))
 
 
 def _clusters(X: np.ndarray, k: int, rng: np.random.Generator, iterations: int = 8) -> tuple[np.ndarray, np.ndarray]:
@@ -617,7 +632,10 @@ def _heuristic(pb: _Problem, rounds: int = LOCAL_SEARCH_ROUNDS, seed: int = 0,
             pa, pbb = pos[short.pairs[both, 0]], pos[short.pairs[both, 1]]
             a, b = np.minimum(pa, pbb), np.maximum(pa, pbb)
             pairs = list(zip(fr[a].tolist(), fr[b].tolist()))
-            value = pb.values(pairs, np.full(len(pairs), empty[0], dtype=np.int64)) if pairs else np.zeros(0)
+            if float(pb.memory[empty[0]]) == short.memory:
+                value = short.value[both]
+            else:
+                value = pb.values(pairs, np.full(len(pairs), empty[0], dtype=np.int64)) if pairs else np.zeros(0)
         allowed = np.isfinite(value)
         options = np.bincount(np.r_[a[allowed], b[allowed]], minlength=len(free))
         scarcity = np.minimum(options[a], options[b])
@@ -781,11 +799,16 @@ def _local_search(pb: _Problem, groups: list[list[int]], queue: list[int], round
             out[real] = pb.values(sub, where[real]) + weight * np.array(held, dtype=float)
         return out
 
+    before = -np.inf
     for done in range(rounds):
         if pb.out_of_time():
             pb.report(f"local search: time budget spent after {done} rounds")
             break
         current = value([tuple(members(g)) for g in range(m + 1)], np.arange(m + 1))
+        total = float(current[counted].sum())
+        if short is not None and total - before < LOCAL_SEARCH_STOP_SHARE * (total - weight * sum(wl[j] for j in pb.free if j not in queue)):
+            break  # the last round gained too little to pay for another
+        before = total
         room = [g for g in pb.open if len(groups[g]) < pb.max_per_gpu]
         jobs = [(a, g) for g in range(m + 1) for a in members(g) if a in movable]
         n_moves, n_swaps = len(jobs) * len(room), len(jobs) * (len(jobs) - 1) // 2
@@ -898,6 +921,12 @@ def _targeted(pb: _Problem, short: _Shortlist, groups: list[list[int]], queue: l
                     if d != gb:
                         chains.append((a, b, gb, d))
             else:
+                swaps.append((a, ga, b, gb))
+    if RANDOM_SWAPS_PER_JOB:  # and a few swaps at random, as the all-pairs engine tries them
+        k = RANDOM_SWAPS_PER_JOB * len(jobs)
+        for i, j in rng.integers(0, len(jobs), size=(k, 2)).tolist():
+            (a, ga), (b, gb) = jobs[i], jobs[j]
+            if ga != gb:
                 swaps.append((a, ga, b, gb))
     return list(dict.fromkeys(moves)), list(dict.fromkeys(swaps)), list(dict.fromkeys(chains))
 
