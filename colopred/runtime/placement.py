@@ -69,15 +69,18 @@ SWAPS_PER_ROUND = 20_000
 """Moves and swaps scored per local-search round: all of them when there are fewer, else a sample of this many (or
 of ``SWAPS_PER_JOB`` per job where that is more): a bound on the time a round takes."""
 
-SWAPS_PER_JOB = 4
+SWAPS_PER_JOB = 3
 """Targeted moves and swaps per job and round on large instances (partners from the shortlist)."""
 
-RANDOM_SWAPS_PER_JOB = 2
+RANDOM_SWAPS_PER_JOB = 1
 """Swaps of two jobs drawn at random per job and round on large instances, beside the targeted ones."""
 
 LOCAL_SEARCH_STOP_SHARE = 0.001
 """On large instances the local search stops once a round raises the predicted throughput by less than this share
 (0.1%) and places no further job: on 10,000 jobs on 5,000 GPUs rounds 7 to 12 gained 0.3% in all, for half the time."""
+
+CHAINS_PER_QUEUED = 64
+"""Ejection chains drawn at random per queued job and round on large instances, beside the targeted ones."""
 
 SPARSE_ROUNDS = 12
 """Rounds of local search on large instances (each stops early once a round improves nothing)."""
@@ -111,8 +114,16 @@ try for the job."""
 LAYER_RANDOM_GROUPS = 8
 """Groups with room tried at random per job and layer on large instances, beside those holding its partners."""
 
-DENSE_LAYER_SETS = 200_000
-"""A layer scores every (job, group) set up to this many, with an optimal assignment; beyond, the shortlist's."""
+LAYER_PARTNERS = 16
+"""Best partners whose groups a layer tries per job on large instances."""
+
+DENSE_LAYER_SETS = 20_000
+"""A layer scores every (job, group) set up to this many; beyond, the shortlist's (the groups holding a job's partners
+and ``LAYER_RANDOM_GROUPS`` at random)."""
+
+LAYER_ASSIGNMENT_CELLS = 30_000_000
+"""A layer assigns jobs to groups by an optimal assignment (``linear_sum_assignment``, 0.2 s for 3,200 jobs x 3,400
+groups) up to this many cells of its job x GPU matrix (240 MB), beyond by a greedy one."""
 
 MIN_GAIN = 1e-9
 """A move or swap must raise the total predicted throughput by more than this (float noise never loops)."""
@@ -691,14 +702,16 @@ def _heuristic(pb: _Problem, rounds: int = LOCAL_SEARCH_ROUNDS, seed: int = 0,
         gain_v = value - current[gg]
         if not np.isfinite(gain_v).any():
             break
-        if dense:
+        if len(left) * m <= LAYER_ASSIGNMENT_CELLS:  # an optimal assignment: as many jobs placed as the candidates allow
             gain = np.full((len(left), m), -np.inf)
             gain[rr, gg] = gain_v
             rows, cols = linear_sum_assignment(np.where(np.isfinite(gain), -gain, 1e9))
             placed = [(r, g) for r, g in zip(rows, cols) if np.isfinite(gain[r, g])]
-        else:  # greedy on the sparse gains, best first
+        else:  # greedy on the sparse gains: jobs with the fewest groups to go to first, then the best gains
             placed, took_r, took_g = [], set(), set()
-            for v in np.argsort(-gain_v, kind="stable").tolist():
+            ok = np.isfinite(gain_v)
+            options = np.bincount(rr[ok], minlength=len(left))
+            for v in np.lexsort((-gain_v, np.where(ok, options[rr], len(cand) + 1))).tolist():
                 if not np.isfinite(gain_v[v]):
                     break
                 r, g = int(rr[v]), int(gg[v])
@@ -730,7 +743,7 @@ def _near_groups(pb: _Problem, short: _Shortlist, groups: list[list[int]], left:
     og = np.array(open_groups)
     out: set[tuple[int, int]] = set()
     for r, j in enumerate(left):
-        for p in short.partners[j]:
+        for p in short.partners[j][:LAYER_PARTNERS]:
             g = int(group_of[p])
             if g >= 0 and room[g]:
                 out.add((r, g))
@@ -800,13 +813,18 @@ def _local_search(pb: _Problem, groups: list[list[int]], queue: list[int], round
         return out
 
     before = -np.inf
+    improved = 0
     for done in range(rounds):
         if pb.out_of_time():
             pb.report(f"local search: time budget spent after {done} rounds")
             break
         current = value([tuple(members(g)) for g in range(m + 1)], np.arange(m + 1))
         total = float(current[counted].sum())
-        if short is not None and total - before < LOCAL_SEARCH_STOP_SHARE * (total - weight * sum(wl[j] for j in pb.free if j not in queue)):
+        waiting = set(queue)
+        thr = total - weight * sum(wl[j] for j in pb.free if j not in waiting)
+        if done:
+            pb.report(f"local search: round {done}, {improved} improving changes, predicted (weighted) throughput {thr:.1f}")
+        if short is not None and total - before < LOCAL_SEARCH_STOP_SHARE * thr:
             break  # the last round gained too little to pay for another
         before = total
         room = [g for g in pb.open if len(groups[g]) < pb.max_per_gpu]
@@ -834,20 +852,22 @@ def _local_search(pb: _Problem, groups: list[list[int]], queue: list[int], round
         cands = moves + swaps
         if not cands and not chains:
             break
-        new_a = [tuple([j for j in members(ga) if j != a] + ([b] if b is not None else [])) for a, ga, b, gb in cands]
-        new_b = [tuple([j for j in members(gb) if j != b] + [a]) for a, ga, b, gb in cands]
+        # a change of the queue is (job out, job in or None), applied once chosen: the queue may be long
+        new_a = [() if ga == Q else tuple([j for j in groups[ga] if j != a] + ([b] if b is not None else []))
+                 for a, ga, b, gb in cands]
+        new_b = [() if gb == Q else tuple([j for j in groups[gb] if j != b] + [a]) for a, ga, b, gb in cands]
         ga_arr = np.array([c[1] for c in cands], dtype=np.int64)
         gb_arr = np.array([c[3] for c in cands], dtype=np.int64)
         gain = value(new_a, ga_arr) + value(new_b, gb_arr) - current[ga_arr] - current[gb_arr]
-        changes = [[(ga, new_a[v]), (gb, new_b[v])] for v, (a, ga, b, gb) in enumerate(cands)]
+        changes: list[list[tuple[int, Any]]] = [[(ga, (a, b) if ga == Q else new_a[v]), (gb, (b, a) if gb == Q else new_b[v])]
+                                                 for v, (a, ga, b, gb) in enumerate(cands)]
         if chains:
             seat = [tuple([j for j in groups[ga] if j != a] + [q]) for q, a, ga, gb in chains]
             moved = [tuple(groups[gb] + [a]) for q, a, ga, gb in chains]
             ga_c = np.array([c[2] for c in chains], dtype=np.int64)
             gb_c = np.array([c[3] for c in chains], dtype=np.int64)
             gain = np.r_[gain, value(seat, ga_c) + value(moved, gb_c) - current[ga_c] - current[gb_c]]
-            changes += [[(ga, seat[v]), (gb, moved[v]), (Q, tuple(j for j in queue if j != q))]
-                        for v, (q, a, ga, gb) in enumerate(chains)]
+            changes += [[(ga, seat[v]), (gb, moved[v]), (Q, (q, None))] for v, (q, a, ga, gb) in enumerate(chains)]
         touched: set[int] = set()
         improved = 0
         for v in np.argsort(-gain, kind="stable").tolist():
@@ -857,14 +877,16 @@ def _local_search(pb: _Problem, groups: list[list[int]], queue: list[int], round
                 continue
             for g, new in changes[v]:
                 if g == Q:
-                    queue = list(new)
+                    out, enter = new
+                    queue = [j for j in queue if j != out] + ([enter] if enter is not None else [])
                 else:
                     groups[g] = list(new)
             touched.update(g for g, _ in changes[v])
             improved += 1
-        pb.report(f"local search: round {done + 1}, {improved} improving changes")
         if not improved:
             break
+    else:
+        pb.report(f"local search: {rounds} rounds, {improved} improving changes in the last")
     return [tuple(g) for g in groups]
 
 
@@ -922,6 +944,13 @@ def _targeted(pb: _Problem, short: _Shortlist, groups: list[list[int]], queue: l
                         chains.append((a, b, gb, d))
             else:
                 swaps.append((a, ga, b, gb))
+    placed = [(a, g) for a, g in jobs if g != Q]
+    if queue and placed and room:  # and chains at random for each queued job: a seat anywhere, a move to any room
+        k = CHAINS_PER_QUEUED * len(queue)
+        qs = rng.integers(0, len(queue), size=k).tolist()
+        ps = rng.integers(0, len(placed), size=k).tolist()
+        ds = rng.integers(0, len(room), size=k).tolist()
+        chains += [(queue[i], placed[j][0], placed[j][1], room[d]) for i, j, d in zip(qs, ps, ds) if room[d] != placed[j][1]]
     if RANDOM_SWAPS_PER_JOB:  # and a few swaps at random, as the all-pairs engine tries them
         k = RANDOM_SWAPS_PER_JOB * len(jobs)
         for i, j in rng.integers(0, len(jobs), size=(k, 2)).tolist():
