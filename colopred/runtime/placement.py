@@ -255,7 +255,8 @@ class _Problem:
     # ------------------------------------------------------------------ limits in words
     def bound_text(self) -> str:
         if self.max_slowdown == FAIR:
-            return f'max_slowdown "fair" ({FAIR_SLOWDOWN_PER_JOB:g} x the jobs on the GPU)'
+            k = "k" if FAIR_SLOWDOWN_PER_JOB == 1 else f"{FAIR_SLOWDOWN_PER_JOB:g}k"
+            return f'max_slowdown "fair" ({k} for k jobs on a GPU)'
         return f"max_slowdown {self.max_slowdown:g}"
 
     def report(self, stage: str) -> None:
