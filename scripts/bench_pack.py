@@ -51,7 +51,7 @@ def jobs_of(base: list[JobProfile], n: int, seed: int = 0) -> list[JobProfile]:
 
 
 def n_gpus(n: int, per_gpu: int) -> int:
-    return n // 2 if per_gpu == 2 else int(round(n * 0.34))
+    return n // 2 if per_gpu == 2 else round(n * 0.34)
 
 
 def old_engine(rev: str):

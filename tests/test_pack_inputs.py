@@ -117,7 +117,7 @@ def test_rank_refuses_a_long_name_in_one_line(tmp_path, capsys):
     path = tmp_path / "rank.json"
     path.write_text(json.dumps({"schema": "colopred.placement_request", "mode": "mps", "job": {"profile": str(PROFILES / f"{A}.json")},
                                 "candidates": [{"profile": str(PROFILES / f"{B}.json"), "name": LONG}]}))
-    code, out, err = run(capsys, "rank", path)
+    code, _out, err = run(capsys, "rank", path)
     assert code != 0 and err.count("\n") == 1 and "candidates[0].name holds 10000 characters" in err
 
 

@@ -378,7 +378,7 @@ class _Problem:
             elif self.max_slowdown is None:
                 bound = np.full(len(multi), np.inf)
             else:
-                bound = np.full(len(multi), float(self.max_slowdown))  # type: ignore[arg-type]
+                bound = np.full(len(multi), float(self.max_slowdown))
             if self.min_throughput is not None:
                 k[t <= self.min_throughput] = THROUGHPUT
             k[top > bound] = SLOWDOWN
@@ -405,7 +405,6 @@ class _Problem:
         only limits that bind."""
         if not queued:
             return {}
-        m = len(self.gpus)
         need_job = np.asarray(outcome.memory_need_gib(self.peak[queued][:, None]))
         used = np.array([outcome.memory_need_gib(self.peak[list(g)]) if g else 0.0 for g in groups])
         full = np.array([len(g) >= self.max_per_gpu for g in groups])
@@ -993,17 +992,17 @@ def check_limits(max_per_gpu: Any, max_slowdown: Any, min_throughput: Any, time_
     elif max_slowdown is not None:
         if isinstance(max_slowdown, bool) or not isinstance(max_slowdown, numbers.Real):
             raise TypeError(f'max_slowdown must be a number, "fair" or None, not {type(max_slowdown).__name__} {max_slowdown!r}')
-        if not (math.isfinite(max_slowdown) and max_slowdown >= 1):
+        if not (math.isfinite(max_slowdown) and float(max_slowdown) >= 1):
             raise ValueError(f"max_slowdown must be a number of at least 1 (a job alone runs at slowdown 1), not {max_slowdown!r}")
     if min_throughput is not None:
         if isinstance(min_throughput, bool) or not isinstance(min_throughput, numbers.Real):
             raise TypeError(f"min_throughput must be a number or None, not {type(min_throughput).__name__} {min_throughput!r}")
-        if not (math.isfinite(min_throughput) and min_throughput >= 0):
+        if not (math.isfinite(min_throughput) and float(min_throughput) >= 0):
             raise ValueError(f"min_throughput must be a finite number of at least 0, not {min_throughput!r}")
     if time_budget_s is not None:
         if isinstance(time_budget_s, bool) or not isinstance(time_budget_s, numbers.Real):
             raise TypeError(f"time_budget_s must be a number of seconds or None, not {type(time_budget_s).__name__} {time_budget_s!r}")
-        if not (math.isfinite(time_budget_s) and time_budget_s > 0):
+        if not (math.isfinite(time_budget_s) and float(time_budget_s) > 0):
             raise ValueError(f"time_budget_s must be a finite number of seconds above 0, not {time_budget_s!r}")
 
 

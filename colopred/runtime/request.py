@@ -92,11 +92,12 @@ def _job(path: Path | None, where: str, entry: Any, resolve: Callable[[str, str]
             p = resolve(prof, f"{where}.profile")
         elif path is not None:
             file = (Path.cwd() if path == STDIN_PATH else path.parent) / prof
-            p = files.get(file) if files is not None else None
-            if p is None:  # one file read and checked once, however many entries name it
-                p = JobProfile.from_json(file)
+            known = files.get(file) if files is not None else None
+            if known is None:  # one file read and checked once, however many entries name it
+                known = JobProfile.from_json(file)
                 if files is not None:
-                    files[file] = p
+                    files[file] = known
+            p = known
         else:
             raise SchemaError(None, f"{where}.profile: a file name, and no request file to read it beside")
     elif isinstance(prof, dict):
