@@ -10,7 +10,7 @@ Example::
 
 What it exports: ``JobProfile`` (one job's solo profile), ``Predictor`` (``predict``, ``predict_many``,
 ``rank_partners``, ``pack``, ``observe``), ``Prediction`` (its result), ``Observation`` (a measured collocation),
-``SlowdownModel`` (the scikit-learn estimator inside, to retrain), ``load_profiles``, and the errors ``ColopredError``
+``Gpu`` (a GPU to ``pack`` onto), ``SlowdownModel`` (the scikit-learn estimator inside, to retrain), ``load_profiles``, and the errors ``ColopredError``
 and ``InputError``. The package has three parts: :mod:`colopred.runtime`, what a scheduler imports;
 :mod:`colopred.measurement`, profiling and measuring on a GPU; :mod:`colopred.research`, datasets, training,
 evaluation and reports. The command line is :mod:`colopred.cli` (``colopred --help``). The source tree's README.md
@@ -30,10 +30,12 @@ __version__ = "0.3.0"
 if TYPE_CHECKING:  # pragma: no cover
     from .runtime.estimator import SlowdownModel
     from .runtime.observed import Observation
+    from .runtime.placement import Gpu
     from .runtime.predictor import Prediction, Predictor
 
 _LAZY = {"Predictor": "colopred.runtime.predictor", "Prediction": "colopred.runtime.predictor",
-         "SlowdownModel": "colopred.runtime.estimator", "Observation": "colopred.runtime.observed"}
+         "SlowdownModel": "colopred.runtime.estimator", "Observation": "colopred.runtime.observed",
+         "Gpu": "colopred.runtime.placement"}
 
 
 def __getattr__(name: str) -> Any:
@@ -48,6 +50,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ColopredError",
+    "Gpu",
     "GpuInfo",
     "InputError",
     "JobProfile",

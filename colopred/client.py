@@ -177,13 +177,15 @@ class Client:
         return pd.DataFrame(doc["partners"], columns=["partner", "job_slowdown", "partner_slowdown", "delta", "throughput",
                                                       "fits_memory"])
 
-    def pack(self, jobs: Sequence[Any], n_gpus: int | None = None, max_per_gpu: int = 3, max_slowdown: float | None = None,
-             gpus: Sequence[Any] | None = None, solver: str = "auto", mode: str | None = None):
+    def pack(self, jobs: Sequence[Any], n_gpus: int | None = None, max_per_gpu: int = 3, max_slowdown: float | str | None = "fair",
+             gpus: Sequence[Any] | None = None, solver: str = "auto", mode: str | None = None,
+             min_throughput: float | None = 1.0):
         """``Predictor.pack``: a :class:`~colopred.runtime.placement.Placement`."""
         from .runtime.placement import Placement
 
         body: dict[str, Any] = {"mode": self._mode(mode), "jobs": [self._entry(j) for j in jobs],
-                                "limits": {"max_per_gpu": max_per_gpu, "max_slowdown": max_slowdown}, "solver": solver}
+                                "limits": {"max_per_gpu": max_per_gpu, "max_slowdown": max_slowdown,
+                                           "min_throughput": min_throughput}, "solver": solver}
         if gpus is not None:
             body["gpus"] = [{"name": g.name, **({"memory_gib": g.memory_gib} if g.memory_gib is not None else {}),
                              "running": list(g.running)} if not isinstance(g, dict) else g for g in gpus]

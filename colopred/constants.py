@@ -265,3 +265,17 @@ every interval meaningless."""
 MAX_SET_SIZE = 16
 """Most jobs in one set that colopred predicts or that a manifest may claim it was trained on: MPS allows 48 clients
 per GPU, but no training job shares one GPU 16-fold."""
+
+# ------------------------------------------------------------------------------- placement
+FAIR_SLOWDOWN_PER_JOB = 1.0
+"""``Predictor.pack``'s default bound (``max_slowdown="fair"``): no job's predicted slowdown above this times the number k
+of jobs on its GPU. 1: a slowdown of k, the fair share of time-slicing (k jobs, each 1/k of the GPU), which a job would
+also get by waiting its turn; beyond it a short job beside a long one starves (18.9x beside vgg16-b512, unbounded)."""
+
+DEFAULT_MIN_THROUGHPUT = 1.0
+"""``Predictor.pack``'s default floor: a set of two or more jobs is placed only if its predicted normalised throughput
+exceeds this. 1: the set pays off against running its jobs one after another (``Prediction.pays_off``)."""
+
+PACK_PROGRESS_AFTER_S = 2.0
+"""A placement still running after this many seconds reports each stage to its ``progress`` callback (``colopred pack``
+prints them on stderr): a scheduler's round of a few hundred jobs takes well under it and stays silent."""

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from .constants import MAX_BUSY_FRACTION, MAX_KERNELS_PER_MS, MAX_META_DEPTH
+from .constants import MAX_BUSY_FRACTION, MAX_KERNELS_PER_MS, MAX_META_DEPTH, MAX_NAME_LENGTH
 from .errors import SchemaError
 from .gpu import GpuInfo
 from .io import read_text_input, write_text_atomic
@@ -164,8 +164,21 @@ class JobProfile:
         return cls.from_dict(d, path)
 
     def with_(self, **changes: Any) -> "JobProfile":
-        """A copy with some fields replaced (validated again)."""
+        """A copy with some fields replaced (validated again: a new name alone is checked alone, the rest of a valid
+        profile being valid still)."""
+        if set(changes) == {"name"}:
+            why = name_problem(changes["name"])
+            if why is not None:
+                raise ValueError(f"name {why}")
+            return self._unchecked(name=changes["name"])
         return replace(self, **changes)
+
+    def _unchecked(self, **changes: Any) -> "JobProfile":
+        """A copy with ``changes`` that the caller has checked (no validation of the whole profile again)."""
+        out = object.__new__(JobProfile)
+        out.__dict__.update({f: self.__dict__[f] for f in self.__dataclass_fields__})  # no cached feature vector
+        out.__dict__.update(changes)
+        return out
 
     def retimed(self, iteration_ms: float, *, max_busy_fraction: float | None = None) -> "JobProfile":
         """The profile of the same job timed again alone, at ``iteration_ms`` (e.g. on the machine
@@ -188,7 +201,10 @@ class JobProfile:
             raise ValueError(f"{beyond}, a busy_fraction above {max_busy_fraction:g}: a wrong iteration time (it is in "
                              "milliseconds)?")
         meta = {**self.meta, "retimed_from_iteration_ms": self.meta.get("retimed_from_iteration_ms", self.iteration_ms)}
-        return replace(self, iteration_ms=float(iteration_ms), busy_fraction=float(busy), meta=meta)
+        it = float(iteration_ms)
+        if _retime_ok(self, it, busy):  # only the time, the busy fraction and what bounds them change
+            return self._unchecked(iteration_ms=it, busy_fraction=float(busy), meta=meta)
+        return replace(self, iteration_ms=it, busy_fraction=float(busy), meta=meta)
 
     def summary(self) -> str:
         """Human-readable multi-line summary (``colopred profile show``)."""
@@ -220,6 +236,39 @@ class JobProfile:
             if pct:
                 lines.append(f"  {metric:<21} " + " ".join(pct) + "  (duration-weighted percentiles, %)")
         return "\n".join(lines)
+
+
+def _retime_ok(p: JobProfile, it: float, busy: float) -> bool:
+    """Whether ``p`` re-timed to ``it`` ms (busy fraction ``busy``) keeps every bound :func:`validate_fields` checks that
+    involves the time (else the full validation says what is wrong)."""
+    from .constants import MAX_ITERATION_MS, MIN_ITERATION_MS
+
+    if not (MIN_ITERATION_MS <= it <= MAX_ITERATION_MS and 0 <= busy <= MAX_BUSY_FRACTION):
+        return False
+    if p.kernel_ms_per_iteration is not None and p.kernel_ms_per_iteration > MAX_BUSY_FRACTION * it:
+        return False
+    if p.kernels_per_iteration is not None and p.kernels_per_iteration > MAX_KERNELS_PER_MS * it:
+        return False
+    if p.kernel_ms_per_iteration is None:
+        half_us = 500.0 * MAX_BUSY_FRACTION * it
+        return all(v is None or v <= half_us + 1e-9 for v in (p.mps_wait_us, p.blocking_wait_us))
+    return True
+
+
+def name_problem(name: object) -> str | None:
+    """What is wrong with ``name`` as a job's (or a GPU's) name, in a phrase ("holds 10000 characters, at most 200"),
+    or None: a non-empty string of at most ``MAX_NAME_LENGTH`` characters on one line (no control character), the
+    rule of the profile schema's ``name``."""
+    if not isinstance(name, str):
+        return f"must be a string, not {type(name).__name__}"
+    if not name:
+        return "must not be empty"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"holds {len(name)} characters, at most {MAX_NAME_LENGTH}"
+    bad = next((c for c in name if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        return f"holds a control character ({bad!r}): a name is one line of printable text"
+    return None
 
 
 def kernel_time_beyond(kernel_ms: float, iteration_ms: float, max_busy_fraction: float) -> str | None:

@@ -123,7 +123,7 @@ def test_full_gpus_name_max_per_gpu_only(predictor):
     """12 shipped jobs on 2 GPUs of 3: every queued job's reason is the max_per_gpu limit, set and binding (it
     used to name max_slowdown, unset, and an order the exact solver does not have)."""
     twelve = [JobProfile.from_json(p) for p in sorted(PROFILES.glob("*.json"))[:12]]
-    res = _both(predictor, twelve, n_gpus=2, max_per_gpu=3)
+    res = _both(predictor, twelve, n_gpus=2, max_per_gpu=3, max_slowdown=None, min_throughput=None)
     for pl, _ in res.values():
         assert pl.placed == 6 and len(pl.queued) == 6
         assert set(pl.queued.values()) == {"no room: every GPU is at max_per_gpu (3 jobs)"}

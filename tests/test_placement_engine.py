@@ -68,7 +68,7 @@ def test_random_instances_respect_limits_and_the_heuristic_is_near_the_optimum(p
 def test_pinned_jobs_stay_and_count_against_the_limits(predictor):
     jobs = PROFILES[:7]
     gpus = [Gpu("a", running=(jobs[0].name,)), Gpu("b", running=(jobs[1].name, jobs[2].name)), Gpu("c")]
-    pl = predictor.pack(jobs, gpus=gpus, max_per_gpu=2)
+    pl = predictor.pack(jobs, gpus=gpus, max_per_gpu=2, max_slowdown=None, min_throughput=None)  # limits on seats alone
     assert pl.gpu_names == ("a", "b", "c")
     assert pl.gpus[0][0] == jobs[0].name and set(pl.gpus[1]) == {jobs[1].name, jobs[2].name}
     assert len(pl.gpus[0]) <= 2 and len(pl.gpus[2]) <= 2

@@ -163,10 +163,10 @@ def test_rank_partners_and_pack(profiles):
     best = pr.predict([job, profiles[r["partner"][0]]])
     assert (r["job_slowdown"][0], r["partner_slowdown"][0]) == pytest.approx(best.slowdown, rel=1e-6)
     jobs = list(profiles.values())[:7]
-    placement = pr.pack(jobs, n_gpus=3, max_per_gpu=3)
+    placement = pr.pack(jobs, n_gpus=3, max_per_gpu=3, max_slowdown=None, min_throughput=None)  # seats the only limit
     assert sorted(n for g in placement.gpus for n in g) == sorted(p.name for p in jobs) and not placement.queued
     assert all(1 <= len(g) <= 3 for g in placement.gpus)
-    crowded = pr.pack(jobs, n_gpus=2, max_per_gpu=3)  # 7 jobs, room for 6: one waits, with its reason
+    crowded = pr.pack(jobs, n_gpus=2, max_per_gpu=3, max_slowdown=None, min_throughput=None)  # 7 jobs, room for 6: one waits, with its reason
     assert crowded.placed == 6 and len(crowded.queued) == 1 and "room" in next(iter(crowded.queued.values()))
 
 

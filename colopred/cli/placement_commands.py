@@ -40,6 +40,13 @@ def _write(a, out, doc: dict, table: str) -> None:
     print(text if a.json else table, end="" if a.json else "\n")
 
 
+def _progress(line: str) -> None:
+    """A long placement's stages, on stderr (``colopred: pack: ...``)."""
+    import sys
+
+    print(f"colopred: pack: {line}", file=sys.stderr, flush=True)
+
+
 def cmd_pack(a) -> int:
     if a.server:
         from .serve_commands import remote_placement
@@ -60,8 +67,9 @@ def cmd_pack(a) -> int:
         pred = _predictor(req, a.request)
         try:
             pl = pred.pack(req.jobs, gpus=req.gpus, max_per_gpu=req.max_per_gpu, max_slowdown=req.max_slowdown,
-                           solver=req.solver)
-        except ValueError as e:
+                           solver=req.solver, min_throughput=req.min_throughput, weights=req.weights or None,
+                           time_budget_s=req.time_budget_s, progress=_progress)
+        except (TypeError, ValueError) as e:
             raise ColopredError(f"{a.request}: {e}") from None
     notes = print_warnings(caught)
     lines = [f"mode {req.mode}: {pl.placed} of {len(req.jobs)} jobs placed on {len(pl.gpus)} GPUs, predicted normalised "
@@ -90,7 +98,7 @@ def cmd_rank(a) -> int:
         pred = _predictor(req, a.request)
         try:
             res = pred.rank_partners(req.job, req.candidates, k=req.k)
-        except ValueError as e:
+        except (TypeError, ValueError) as e:
             raise ColopredError(f"{a.request}: {e}") from None
     notes = print_warnings(caught)
     rows = res.to_dict("records")
@@ -108,7 +116,7 @@ def add_commands(sub) -> None:
                                  ("rank", "rank a job's partners from a placement request (JSON)", cmd_rank)):
         p = command(sub, name, helptext, func, helptext + "; the format is colopred/schemas/placement_request.schema.json "
                     "(docs/formats.md).")
-        p.add_argument("request", help="placement request JSON (jobs, GPUs, limits)")
+        p.add_argument("request", help="placement request JSON (jobs, GPUs, limits); - reads it from standard input")
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         p.add_argument("-o", "--output", help="also write the result as JSON to this file")
         from .serve_commands import add_server_option

@@ -69,7 +69,8 @@ def compare_placements(ds: Dataset, mode: str, jobs: Sequence[str]) -> pd.DataFr
         pairs = df[inside & (df["n_jobs"] == 2)]
         solo_ms = pairs.groupby("job")["solo_ms"].median()
         profiles = [p.retimed(float(solo_ms[p.name])) for p in profiles]
-    placed = Predictor(model=model, mode=mode, manifest={"profile_source": ds.profile_source}).pack(profiles, n_gpus=n_gpus, max_per_gpu=2).gpus
+    placed = Predictor(model=model, mode=mode, manifest={"profile_source": ds.profile_source}).pack(profiles, n_gpus=n_gpus, max_per_gpu=2,
+                                                                                                    max_slowdown=None, min_throughput=None).gpus
     packed = value([tuple(g) for g in placed])
     rows = [
         {"policy": "one job per GPU", "jobs_running": n_gpus, "throughput": float(n_gpus)},

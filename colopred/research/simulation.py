@@ -178,7 +178,8 @@ def simulate(trace: Sequence[TraceJob], profiles: dict[str, JobProfile], sets: M
             ids = [i for g in gpus for i in g] + queue[:COLOPRED_WINDOW]
             job_profiles = [profiles[by_id[i].zoo_job].with_(name=str(i), meta={"zoo_job": by_id[i].zoo_job}) for i in ids]
             gpu_spec = [Gpu(f"g{g}", running=tuple(str(i) for i in gpus[g])) for g in range(n_gpus)]
-            pl = place(_OutOfFoldScorer(sets), job_profiles, gpu_spec, max_per_gpu=max_per_gpu)
+            pl = place(_OutOfFoldScorer(sets), job_profiles, gpu_spec, max_per_gpu=max_per_gpu, max_slowdown=None,
+                       min_throughput=None)  # the study's placements, as its reports measured them
             for g, names in enumerate(pl.gpus):
                 for name in names:
                     i = int(name)

@@ -202,19 +202,20 @@ def check_rank_partners(predictor: CheckedPredictor, job: Any, candidates: Any, 
     warn_outside_experience(predictor, [job, *cands], 2, gpu=True)
 
 
-def check_pack(predictor: CheckedPredictor, jobs: Any, n_gpus: Any, max_per_gpu: Any, max_slowdown: Any) -> None:
+def check_pack(predictor: CheckedPredictor, jobs: Any, n_gpus: Any, max_per_gpu: Any, max_slowdown: Any,
+               min_throughput: Any = None, time_budget_s: Any = None) -> list[JobProfile]:
     """``Predictor.pack``'s arguments: at least one job (copies of one job among them), ``n_gpus`` and ``max_per_gpu`` positive
-    integers, ``max_slowdown`` None or a number of at least 1. Warns where the sets it may form leave the model's
+    integers, ``max_slowdown`` a number of at least 1, ``"fair"`` or None, ``min_throughput`` None or a number of at least
+    0, ``time_budget_s`` None or a positive number of seconds. Warns where the sets it may form leave the model's
     experience (up to ``max_per_gpu`` jobs, the GPU, the features)."""
+    from .placement import check_limits
+
     profiles = check_profiles(jobs, "jobs", min_jobs=1, max_jobs=None)
     check_profile_sources(predictor, profiles)
     check_positive_int("n_gpus", n_gpus)
-    check_positive_int("max_per_gpu", max_per_gpu)
-    if max_slowdown is not None:
-        check_positive_number("max_slowdown", max_slowdown)
-        if max_slowdown < 1:
-            raise ValueError(f"max_slowdown must be at least 1 (a job alone runs at slowdown 1), not {max_slowdown!r}")
+    check_limits(max_per_gpu, max_slowdown, min_throughput, time_budget_s)
     warn_outside_experience(predictor, profiles, min(max_per_gpu, len(profiles)), gpu=True)
+    return profiles
 
 
 # ----------------------------------------------------------------------------------- experience warnings

@@ -24,12 +24,12 @@ import os
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from ..constants import MODES
+from ..constants import DEFAULT_MIN_THROUGHPUT, MODES
 from ..errors import InputError
 from ..profile import JobProfile, as_instances, instance_name, instance_names, job_of
 from . import outcome
@@ -49,7 +49,7 @@ from .observed import (
     prior_weight_of,
     width_factors,
 )
-from .placement import Gpu, Placement, place
+from .placement import FAIR, Gpu, Placement, place
 from .sources import PROFILE_SOURCES, source_of
 
 
@@ -354,24 +354,34 @@ class Predictor:
         return res.head(k) if k else res
 
     def pack(self, jobs: Sequence[JobProfile], n_gpus: int | None = None, max_per_gpu: int = 3,
-             max_slowdown: float | None = None, gpus: Sequence[Gpu] | None = None, solver: str = "auto") -> Placement:
+             max_slowdown: float | str | None = FAIR, gpus: Sequence[Gpu] | None = None, solver: str = "auto",
+             min_throughput: float | None = DEFAULT_MIN_THROUGHPUT, weights: Mapping[str, float] | None = None,
+             time_budget_s: float | None = None, progress: Callable[[str], None] | None = None) -> Placement:
         """Place ``jobs`` on ``n_gpus`` identical GPUs (or on ``gpus``: names, memory, jobs already running) to place
-        as many jobs as the limits allow and then maximise total predicted normalised throughput, within GPU
-        memory, ``max_per_gpu`` jobs per GPU and ``max_slowdown`` per job (:mod:`colopred.runtime.placement`).
-        Jobs that fit nowhere come back in ``Placement.queued`` with the reason. A job given n > 1 times is n copies,
-        placed as distinct jobs named ``JOB#1`` .. ``JOB#n`` (a GPU's ``running`` names them so)."""
+        as much job weight as the limits allow (by default: as many jobs) and then maximise total predicted
+        (weighted) normalised throughput (:mod:`colopred.runtime.placement`). Limits: GPU memory, ``max_per_gpu``
+        jobs per GPU, no job's predicted slowdown above ``max_slowdown`` (``"fair"``, the default: k for k jobs on a
+        GPU, ``constants.FAIR_SLOWDOWN_PER_JOB``; a number; None: no bound), and every set of two or more predicted
+        above ``min_throughput`` (default 1: it pays off; None: no floor). ``weights`` (job name -> weight > 0, default
+        1) makes a job count that many times, in what is placed first and in the throughput. ``time_budget_s`` bounds
+        the heuristic's search; ``progress(line)`` hears of each stage of a long run. Jobs that fit nowhere come back
+        in ``Placement.queued`` with the reason. A job given n > 1 times is n copies, placed as distinct jobs named
+        ``JOB#1`` .. ``JOB#n`` (a GPU's ``running`` names them so)."""
         if gpus is None:
             if n_gpus is None:
                 raise ValueError("give n_gpus or gpus")
-            check_pack(self, jobs, n_gpus, max_per_gpu, max_slowdown)
+            check_pack(self, jobs, n_gpus, max_per_gpu, max_slowdown, min_throughput, time_budget_s)
             gpus = [Gpu(f"gpu{i}") for i in range(n_gpus)]
         else:
+            if isinstance(gpus, (str, bytes, dict)) or not isinstance(gpus, Sequence):
+                raise TypeError(f"gpus must be a sequence of Gpu, not {type(gpus).__name__}")
             if n_gpus is not None and n_gpus != len(gpus):
                 raise ValueError(f"n_gpus={n_gpus} but {len(gpus)} GPUs given")
             if not gpus:
                 raise ValueError("no GPU to place jobs on")
-            check_pack(self, jobs, len(gpus), max_per_gpu, max_slowdown)
-        return place(self, as_instances(list(jobs)), gpus, max_per_gpu=max_per_gpu, max_slowdown=max_slowdown, solver=solver)
+            check_pack(self, jobs, len(gpus), max_per_gpu, max_slowdown, min_throughput, time_budget_s)
+        return place(self, as_instances(list(jobs)), gpus, max_per_gpu=max_per_gpu, max_slowdown=max_slowdown, solver=solver,
+                     min_throughput=min_throughput, weights=weights, time_budget_s=time_budget_s, progress=progress)
 
 
 def _row_names(names: np.ndarray, idx: np.ndarray, present: np.ndarray, n_jobs: np.ndarray, flat: np.ndarray) -> np.ndarray:

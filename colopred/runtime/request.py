@@ -18,17 +18,21 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
-from ..constants import MAX_BUSY_FRACTION_FROM_NCU, MODES
+from ..constants import DEFAULT_MIN_THROUGHPUT, MAX_BUSY_FRACTION_FROM_NCU, MAX_GPU_MEMORY_GIB, MODES
 from ..errors import SchemaError
 from ..io import read_json
-from ..profile import JobProfile, as_instances, job_of
+from ..profile import JobProfile, as_instances, job_of, name_problem
 from .observed import Observation, parse_observation
-from .placement import Gpu
+from .placement import FAIR, Gpu
 
 REQUEST_SCHEMA = "colopred.placement_request"
 REQUEST_VERSION = 1
 TOP_LEVEL = {"schema", "schema_version", "mode", "model", "jobs", "n_gpus", "gpus", "limits", "solver", "job", "candidates", "k",
-             "observed"}
+             "observed", "time_budget_s"}
+STDIN = "-"
+"""The request path that stands for standard input (``colopred pack -``): its profile files are relative to the
+working folder, and errors name it ``<stdin>``."""
+STDIN_PATH = Path("<stdin>")
 
 
 def schema_path() -> Path:
@@ -43,7 +47,10 @@ class Request:
     jobs: list[JobProfile] = field(default_factory=list)
     gpus: list[Gpu] = field(default_factory=list)
     max_per_gpu: int = 3
-    max_slowdown: float | None = None
+    max_slowdown: float | str | None = FAIR
+    min_throughput: float | None = DEFAULT_MIN_THROUGHPUT
+    weights: dict[str, float] = field(default_factory=dict)
+    time_budget_s: float | None = None
     solver: str = "auto"
     job: JobProfile | None = None
     candidates: list[JobProfile] = field(default_factory=list)
@@ -62,12 +69,13 @@ def _number(path: Path | None, where: str, v: Any, *, integer: bool = False, min
 
 
 def _job(path: Path | None, where: str, entry: Any, resolve: Callable[[str, str], JobProfile] | None = None,
-         copies: bool = False) -> list[JobProfile]:
+         copies: bool = False, weights: dict[str, float] | None = None,
+         files: dict[Path, JobProfile] | None = None) -> list[JobProfile]:
     """The profile of a job entry, once, or ``copies`` times where the entry may say so (a pack request's jobs).
     ``resolve(name, where)`` looks a profile given by name up (the service's registry); else it is a file."""
     if not isinstance(entry, dict) or "profile" not in entry:
         raise SchemaError(path, f"{where} must be an object with a profile (a file or an inline profile)")
-    unknown = sorted(set(entry) - {"profile", "name", "iteration_ms", "copies"})
+    unknown = sorted(set(entry) - {"profile", "name", "iteration_ms", "copies", "weight"})
     if unknown:
         raise SchemaError(path, f"{where} has unknown field(s) {', '.join(unknown)}")
     n = 1
@@ -83,7 +91,13 @@ def _job(path: Path | None, where: str, entry: Any, resolve: Callable[[str, str]
         if resolve is not None:
             p = resolve(prof, f"{where}.profile")
         elif path is not None:
-            p = JobProfile.from_json(path.parent / prof)
+            file = (Path.cwd() if path == STDIN_PATH else path.parent) / prof
+            known = files.get(file) if files is not None else None
+            if known is None:  # one file read and checked once, however many entries name it
+                known = JobProfile.from_json(file)
+                if files is not None:
+                    files[file] = known
+            p = known
         else:
             raise SchemaError(None, f"{where}.profile: a file name, and no request file to read it beside")
     elif isinstance(prof, dict):
@@ -91,8 +105,9 @@ def _job(path: Path | None, where: str, entry: Any, resolve: Callable[[str, str]
     else:
         raise SchemaError(path, f"{where}.profile must be a file name or an inline profile")
     if "name" in entry:
-        if not isinstance(entry["name"], str) or not entry["name"]:
-            raise SchemaError(path, f"{where}.name must be a non-empty string")
+        why = name_problem(entry["name"])
+        if why is not None:
+            raise SchemaError(path, f"{where}.name {why}")
         p = p.with_(name=entry["name"])
     if "iteration_ms" in entry:
         t = _number(path, f"{where}.iteration_ms", entry["iteration_ms"], minimum=0, strict=True)
@@ -100,19 +115,35 @@ def _job(path: Path | None, where: str, entry: Any, resolve: Callable[[str, str]
             p = p.retimed(t, max_busy_fraction=MAX_BUSY_FRACTION_FROM_NCU)
         except ValueError as e:
             raise SchemaError(path, f"{where}.iteration_ms {t:g}: {e}") from None
+    if "weight" in entry:
+        if weights is None:
+            raise SchemaError(path, f"{where}.weight: only the jobs of a pack request have a weight")
+        weights[p.name] = float(_number(path, f"{where}.weight", entry["weight"], minimum=0, strict=True))
     return [p] * n
 
 
 MAX_COPIES = 1024
 """Most copies of one job a request may ask to place (a sweep's runs; a bound on what one line of a request expands to)."""
 
-KIND_FIELDS = {"pack": {"jobs", "gpus", "n_gpus", "limits", "solver"}, "rank": {"job", "candidates", "k"}}
+KIND_FIELDS = {"pack": {"jobs", "gpus", "n_gpus", "limits", "solver", "time_budget_s"}, "rank": {"job", "candidates", "k"}}
 """The fields only one kind of request reads (both read schema, schema_version, mode, model and observed)."""
 
 
 def read_request(path: str | os.PathLike, kind: str | None = None) -> Request:
     """A request file, checked (one :class:`SchemaError` naming the file and the field for anything wrong); with
     ``kind`` ("pack" or "rank"), a field only the other kind reads is refused rather than ignored."""
+    if str(path) == STDIN:
+        import sys
+
+        from ..schema import loads
+
+        try:
+            doc = loads(sys.stdin.read())
+        except ValueError as e:
+            raise SchemaError(STDIN_PATH, str(e)) from None
+        except UnicodeDecodeError:
+            raise SchemaError(STDIN_PATH, "is not text (a JSON request)") from None
+        return request_from_document(doc, STDIN_PATH, kind)
     path = Path(path)
     return request_from_document(read_json(path), path, kind)
 
@@ -142,25 +173,39 @@ def request_from_document(doc: Any, path: Path | None, kind: str | None = None,
             raise SchemaError(path, "model must be a manifest file name")
         if path is None:
             raise SchemaError(None, "model: a file name, and no request file to read it beside")
-        req.model = path.parent / doc["model"]
+        req.model = (Path.cwd() if path == STDIN_PATH else path.parent) / doc["model"]
     if "solver" in doc:
         if doc["solver"] not in ("auto", "exact", "heuristic"):
             raise SchemaError(path, f"solver must be auto, exact or heuristic, not {json.dumps(doc['solver'])}")
         req.solver = doc["solver"]
     limits = doc.get("limits", {})
-    if not isinstance(limits, dict) or set(limits) - {"max_per_gpu", "max_slowdown"}:
-        raise SchemaError(path, "limits must be an object with max_per_gpu and/or max_slowdown")
+    if not isinstance(limits, dict) or set(limits) - {"max_per_gpu", "max_slowdown", "min_throughput"}:
+        raise SchemaError(path, "limits must be an object with max_per_gpu, max_slowdown and/or min_throughput")
     if "max_per_gpu" in limits:
         req.max_per_gpu = _number(path, "limits.max_per_gpu", limits["max_per_gpu"], integer=True, minimum=1)
-    if limits.get("max_slowdown") is not None:
-        req.max_slowdown = float(_number(path, "limits.max_slowdown", limits["max_slowdown"], minimum=1))
+    if "max_slowdown" in limits:
+        ms = limits["max_slowdown"]
+        if ms is None or ms == FAIR:
+            req.max_slowdown = ms
+        elif isinstance(ms, str):
+            raise SchemaError(path, f'limits.max_slowdown must be a number ≥ 1, "fair" or null, not {json.dumps(ms)[:40]}')
+        else:
+            req.max_slowdown = float(_number(path, "limits.max_slowdown", ms, minimum=1))
+    if "min_throughput" in limits:
+        mt = limits["min_throughput"]
+        req.min_throughput = None if mt is None else float(_number(path, "limits.min_throughput", mt, minimum=0))
+    if "time_budget_s" in doc:
+        req.time_budget_s = float(_number(path, "time_budget_s", doc["time_budget_s"], minimum=0, strict=True))
+    files: dict[Path, JobProfile] = {}
     for key in ("jobs", "candidates"):
         if key in doc:
             if not isinstance(doc[key], list) or not doc[key]:
                 raise SchemaError(path, f"{key} must be a non-empty list of jobs")
-            setattr(req, key, [p for i, e in enumerate(doc[key]) for p in _job(path, f"{key}[{i}]", e, resolve, copies=key == "jobs")])
+            setattr(req, key, [p for i, e in enumerate(doc[key]) for p in _job(path, f"{key}[{i}]", e, resolve, copies=key == "jobs",
+                                                                                 weights=req.weights if key == "jobs" else None,
+                                                                                 files=files)])
     if "job" in doc:
-        req.job = _job(path, "job", doc["job"], resolve)[0]
+        req.job = _job(path, "job", doc["job"], resolve, files=files)[0]
     if "k" in doc:
         req.k = _number(path, "k", doc["k"], integer=True, minimum=1)
     if "gpus" in doc and "n_gpus" in doc:
@@ -171,13 +216,25 @@ def request_from_document(doc: Any, path: Path | None, kind: str | None = None,
         if not isinstance(doc["gpus"], list) or not doc["gpus"]:
             raise SchemaError(path, "gpus must be a non-empty list")
         for i, g in enumerate(doc["gpus"]):
-            if not isinstance(g, dict) or not isinstance(g.get("name"), str) or not g["name"] or set(g) - {"name", "memory_gib", "running"}:
+            if not isinstance(g, dict) or "name" not in g or set(g) - {"name", "memory_gib", "running"}:
                 raise SchemaError(path, f"gpus[{i}] must be an object with a name and optional memory_gib and running")
+            why = name_problem(g["name"])
+            if why is not None:
+                raise SchemaError(path, f"gpus[{i}].name {why}")
             mem = None if "memory_gib" not in g else float(_number(path, f"gpus[{i}].memory_gib", g["memory_gib"], minimum=0, strict=True))
+            if mem is not None and mem > MAX_GPU_MEMORY_GIB:
+                raise SchemaError(path, f"gpus[{i}].memory_gib must be at most {MAX_GPU_MEMORY_GIB:g} GiB, not {mem:g}")
             running = g.get("running", [])
-            if not isinstance(running, list) or not all(isinstance(n, str) for n in running):
-                raise SchemaError(path, f"gpus[{i}].running must be a list of job names")
-            req.gpus.append(Gpu(g["name"], mem, tuple(running)))
+            if not isinstance(running, list):
+                raise SchemaError(path, f"gpus[{i}].running must be a list of job names, not {json.dumps(running)[:40]}")
+            for k, n in enumerate(running):
+                why = name_problem(n)
+                if why is not None:
+                    raise SchemaError(path, f"gpus[{i}].running[{k}] {why}")
+            try:
+                req.gpus.append(Gpu(g["name"], mem, tuple(running)))
+            except (TypeError, ValueError) as e:
+                raise SchemaError(path, f"gpus[{i}]: {e}") from None
         names = [g.name for g in req.gpus]
         if len(set(names)) != len(names):
             raise SchemaError(path, "two GPUs have the same name")

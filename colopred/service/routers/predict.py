@@ -181,7 +181,8 @@ async def pack(doc: Any = Body(...), state: ServiceState = Depends(get_state)) -
                 raise ServiceError(422, "gpus", "gpus: a pack request needs gpus or n_gpus")
             try:
                 pl = pred.pack(req.jobs, gpus=req.gpus, max_per_gpu=req.max_per_gpu, max_slowdown=req.max_slowdown,
-                               solver=req.solver)
+                               solver=req.solver, min_throughput=req.min_throughput, weights=req.weights or None,
+                               time_budget_s=req.time_budget_s)
             except (ValueError, TypeError) as e:
                 raise _refusal(e) from None
         return dumps(placement_document(req.mode, pl, notes)).encode(), m
