@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import warnings
-from typing import Any, Sequence
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Sequence
 
 from .manifest import strict_json
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 
 class caught_warnings:

@@ -24,10 +24,9 @@ import os
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-import pandas as pd
 
 from ..constants import MODES
 from ..errors import InputError
@@ -51,6 +50,9 @@ from .observed import (
 )
 from .placement import Gpu, Placement, place
 from .sources import PROFILE_SOURCES, source_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # imported by the calls that answer with a frame: loading a model and predicting do without it
 
 
 @dataclass(frozen=True)
@@ -261,6 +263,8 @@ class Predictor:
     def predict_index(self, profiles: Sequence[JobProfile], idx: np.ndarray) -> pd.DataFrame:
         """:meth:`predict_many` for sets given as an n_sets x k array of indices into ``profiles`` (-1 = no job in
         that slot): the fast path for schedulers scoring many candidate sets of the same jobs."""
+        import pandas as pd
+
         profiles = list(profiles)
         idx = np.asarray(idx, dtype=np.int64)
         s = self.slowdown_index(profiles, idx)
@@ -338,6 +342,8 @@ class Predictor:
         """Candidates ranked by the predicted normalised throughput of the pair, best first: one row per
         partner with ``partner``, ``job_slowdown``, ``partner_slowdown``, ``delta``, ``throughput``, ``fits_memory``.
         A candidate that is the job's own profile is a second copy of the job, its ``partner`` named ``JOB#2``."""
+        import pandas as pd
+
         check_rank_partners(self, job, candidates, k)
         profiles = [job, *candidates]
         n = len(candidates)
@@ -380,6 +386,8 @@ def _row_names(names: np.ndarray, idx: np.ndarray, present: np.ndarray, n_jobs: 
     out = names[idx.ravel()[flat]]
     if idx.shape[1] < 2:
         return out
+    import pandas as pd
+
     codes = pd.factorize(names)[0]  # one code per name: two equal profiles of one name are one job
     named = np.where(present, codes[np.where(present, idx, 0)], -1)
     ordered = np.sort(named, axis=1)
