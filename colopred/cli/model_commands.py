@@ -114,8 +114,10 @@ def _groups_option(p: argparse.ArgumentParser) -> None:
 def cmd_train(a) -> int:
     from pathlib import Path
 
+    from .common import log_of, need, parse_modes
+
+    need("train", "sklearn", "scipy")
     from ..research.training import train
-    from .common import log_of, parse_modes
 
     if a.store:
         from .learning_commands import cmd_train_store
@@ -140,10 +142,12 @@ def cmd_train(a) -> int:
 def cmd_evaluate(a) -> int:
     from pathlib import Path
 
+    from .common import log_of, need, parse_modes
+
+    need("evaluate", "sklearn", "scipy", *(["matplotlib"] if a.out else []))
     from ..research.arch_groups import regrouped
     from ..research.dataset import load_dataset
     from ..research.report import evaluate
-    from .common import log_of, parse_modes
 
     log = log_of(a)
     modes = parse_modes(a.modes)
@@ -163,8 +167,10 @@ def cmd_evaluate(a) -> int:
 
 
 def cmd_simulate(a) -> int:
+    from .common import log_of, need, parse_modes
+
+    need("simulate", "sklearn", "scipy", *(["matplotlib"] if a.out else []))
     from ..research.simulation import run_study
-    from .common import log_of, parse_modes
 
     counts = []
     for x in a.gpus.split(","):
