@@ -196,6 +196,8 @@ def explain_rows(model: Any, X: np.ndarray, jobs: Sequence[str], observed: np.nd
     job, for its offset from training), largest first; ``observed``: each row's factor from measured collocations
     (:meth:`Predictor.observe`; None: 1). They add up, with 1, to the slowdown the predictor gives the row."""
     X = np.asarray(X, dtype=np.float64)
+    if len(jobs) != len(X):
+        raise ValueError(f"{len(X)} feature rows but {len(jobs)} job names")
     terms = baseline_terms(X, model.load_, model.wait_gate_)
     base = baseline_slowdown(model.baseline_coefs_, terms)
     c = np.broadcast_to(np.asarray(model._offsets(X[:, FEATURES.index("t_busy")]), np.float64), (len(X),))
