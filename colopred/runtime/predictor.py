@@ -264,7 +264,7 @@ class Predictor:
             observed = tuple(self.offsets[n].observations if n in self.offsets else 0 for n in jobs)
         order = np.empty(len(pos), dtype=np.intp)
         order[pos] = np.arange(len(pos))  # the feature row of each job, in the order given
-        explainer = partial(explain_rows, self.model, X[order], [jobs[i] for i in range(len(jobs))],
+        explainer = partial(explain_rows, self.model, X[order], list(jobs),
                             None if f is None else np.asarray(f, np.float64))
         need = outcome.memory_need_gib([p.peak_memory_gib for p in profiles])
         gpu_mem = max(p.gpu.memory_gib for p in profiles)
