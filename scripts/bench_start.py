@@ -9,7 +9,8 @@ its start to its exit), one step after the other in turn; prints the median, min
   first predict        the same, then Predictor.predict of two shipped profiles
   python alone         python -c "pass" (the interpreter's own start, for scale)
 
-``--python``: the interpreter to time (default: this one), e.g. that of a fresh ``pip install colopred``
+Wall time on a shared machine grows with its load; the CPU time (user + system, of the process and its threads)
+hardly does: both are printed. ``--python``: the interpreter to time (default: this one), e.g. that of a fresh ``pip install colopred``
 environment; ``--installed`` times the colopred that interpreter has installed (default: this checkout's, through
 ``PYTHONPATH``). The target: the default model loaded in well under a second.
 """
@@ -17,6 +18,7 @@ environment; ``--installed`` times the colopred that interpreter has installed (
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import subprocess
@@ -24,6 +26,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None  # type: ignore[assignment]
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ROOT / "datasets" / "h100" / "profiles" / "ncu"
@@ -38,13 +45,21 @@ STEPS = {
 }
 
 
-def once(python: str, code: str, env: dict[str, str]) -> float:
-    t = time.perf_counter()
+def _children_cpu() -> float:
+    if resource is None:  # Windows: no rusage
+        return math.nan
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def once(python: str, code: str, env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one cold start."""
+    cpu, t = _children_cpu(), time.perf_counter()
     r = subprocess.run([python, "-c", code], env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True)
     dt = time.perf_counter() - t
     if r.returncode:
         raise SystemExit(f"{code!r} failed:\n{r.stderr}")
-    return dt
+    return dt, _children_cpu() - cpu
 
 
 def main() -> int:
@@ -58,7 +73,7 @@ def main() -> int:
         env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     for code in STEPS.values():  # once each, unmeasured: bytecode compiled, files in the page cache
         once(a.python, code, env)
-    times: dict[str, list[float]] = {k: [] for k in STEPS}
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in STEPS}
     for _ in range(a.n):
         for name, code in STEPS.items():
             times[name].append(once(a.python, code, env))
@@ -67,9 +82,11 @@ def main() -> int:
     load = f", load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""
     print(f"{a.python}: colopred from {Path(where[0]).parent}, xgboost {where[1]}; {a.n} cold starts each, "
           f"{os.cpu_count()} cores{load}")
-    print(f"{'step':<18} {'median s':>9} {'min s':>7} {'max s':>7}")
-    for name, t in times.items():
-        print(f"{name:<18} {statistics.median(t):>9.3f} {min(t):>7.3f} {max(t):>7.3f}")
+    print(f"{'step':<18} {'median s':>9} {'min s':>7} {'max s':>7} {'median CPU s':>13}")
+    for name, runs in times.items():
+        wall = [w for w, _ in runs]
+        cpu = statistics.median(c for _, c in runs)
+        print(f"{name:<18} {statistics.median(wall):>9.3f} {min(wall):>7.3f} {max(wall):>7.3f} {cpu:>13.3f}")
     return 0
 
 
