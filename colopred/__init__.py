@@ -39,8 +39,8 @@ _LAZY = {"Predictor": "colopred.runtime.predictor", "Prediction": "colopred.runt
 
 
 def __getattr__(name: str) -> Any:
-    """``Predictor``, ``Prediction``, ``Observation`` and ``SlowdownModel`` are imported on first use (they bring pandas and
-    scikit-learn; the GPU side imports ``colopred`` without needing them)."""
+    """``Predictor``, ``Prediction``, ``Observation`` and ``SlowdownModel`` are imported on first use (they bring numpy,
+    and XGBoost once a model loads; the GPU side imports ``colopred`` without needing them)."""
     if name in _LAZY:
         import importlib
 

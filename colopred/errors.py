@@ -35,3 +35,24 @@ class GpuError(ColopredError):
     """The GPU side failed (no GPU, MPS daemon, profiler)."""
 
     exit_code = 3
+
+
+EXTRA_OF = {"sklearn": "research", "scipy": "research", "matplotlib": "plots", "torch": "gpu", "pynvml": "gpu",
+            "fastapi": "serve", "starlette": "serve", "pydantic": "serve", "uvicorn": "serve", "prometheus_client": "serve",
+            "psycopg": "postgres"}
+"""The extra of ``pyproject.toml`` that brings each optional top-level module (the base install predicts and places)."""
+
+
+class MissingExtra(ColopredError):
+    """What was asked needs an optional module that is not installed: names the extra that brings it."""
+
+    exit_code = 2
+
+    def __init__(self, module: str, extra: str | None = None, what: str = "this"):
+        self.module = module
+        self.extra = extra or EXTRA_OF.get(module.split(".")[0], "research")
+        super().__init__(self.line(what))
+
+    def line(self, what: str) -> str:
+        """``WHAT needs the EXTRA extra (MODULE is missing): pip install "colopred[EXTRA]"``."""
+        return f'{what} needs the {self.extra} extra ({self.module} is missing): pip install "colopred[{self.extra}]"'

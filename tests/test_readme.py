@@ -34,3 +34,13 @@ def test_the_readme_prediction_output_is_what_the_shipped_models_print():
     r = subprocess.run([sys.executable, "-m", "colopred", "predict", *setup], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == sample.splitlines()
+
+
+def test_the_readme_explain_sample_is_what_predict_explain_prints():
+    """The README's `--explain` sample is the tail of the set-up command's prediction with `--explain`, line for line."""
+    block = re.search(r"```\n\$ colopred predict A\.json B\.json --mode mps --explain \| tail -(\d+)\n(.*?)```", README, re.S)
+    n, sample = int(block.group(1)), block.group(2)
+    setup = re.search(r"```\npython -m pip install -e \. && colopred predict (.*?)\n```", README, re.S).group(1).split()
+    r = subprocess.run([sys.executable, "-m", "colopred", "predict", *setup, "--explain"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-n:] == sample.splitlines()

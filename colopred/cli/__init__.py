@@ -12,7 +12,7 @@ import argparse
 import signal
 import sys
 
-from ..errors import ColopredError
+from ..errors import EXTRA_OF, ColopredError, MissingExtra
 from .common import HelpFormatter, err
 
 
@@ -46,6 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
     try:
         return a.func(a) or 0
+    except MissingExtra as e:  # one line naming the extra to install, exit 2
+        err(e.line(f"colopred {a.command}"))
+        return e.exit_code
+    except ImportError as e:
+        if (e.name or "").split(".")[0] not in EXTRA_OF:
+            raise
+        err(MissingExtra(e.name or "").line(f"colopred {a.command}"))
+        return 2
     except ColopredError as e:
         err(str(e))
         return e.exit_code

@@ -68,6 +68,18 @@ def log_of(a: argparse.Namespace) -> Log:
     return Log(0 if getattr(a, "quiet", False) else 2 if getattr(a, "verbose", False) else 1)
 
 
+def need(command: str, *modules: str) -> None:
+    """Refuse ``colopred COMMAND`` in one line (exit 2) before any work where an optional module it needs is not
+    installed, naming the extra that brings it (``errors.EXTRA_OF``)."""
+    import importlib.util
+
+    from ..errors import MissingExtra
+
+    for m in modules:
+        if importlib.util.find_spec(m) is None:
+            raise MissingExtra(m, what=f"colopred {command}")
+
+
 def load_predictor(model: str | None, mode: str, profiles: list, where: str, mode_of: str = ""):
     """The model at ``model``, or without one the shipped model for the profiles' source (GPM profiles: the GPM
     model; a mix of sources is refused); a model of another mode than ``mode`` is refused. Errors name ``where``."""

@@ -33,6 +33,10 @@ def _naming(path: str):
 
 
 def cmd_predict(a) -> int:
+    if a.explain is not None and a.explain < 1:
+        raise ColopredError(f"--explain: give a positive number of contributions per job, not {a.explain}")
+    if a.server and a.explain is not None:
+        raise ColopredError("--explain: the prediction is explained here, from a model file; leave out --server")
     if a.server:
         from .serve_commands import remote_predict
 
@@ -67,14 +71,18 @@ def cmd_predict(a) -> int:
     notes = [str(x.message) for x in caught]
     for n in notes:
         print(f"colopred: warning: {n}", file=sys.stderr)
+    why = result.explain(a.explain) if a.explain is not None else None
     if a.json:
         from ..runtime.documents import prediction_document
 
-        print(json.dumps(prediction_document(result, pred.profile_source, notes), indent=1))
+        print(json.dumps(prediction_document(result, pred.profile_source, notes, why), indent=1))
     else:
         print(result.summary())
         if pred.profile_source != "ncu":
             print(f"(model for {pred.profile_source} GPM profiles)")
+        if why is not None:
+            print("why (each job's largest contributions to its slowdown):")
+            print(why.text())
     return 0
 
 
@@ -114,8 +122,10 @@ def _groups_option(p: argparse.ArgumentParser) -> None:
 def cmd_train(a) -> int:
     from pathlib import Path
 
+    from .common import log_of, need, parse_modes
+
+    need("train", "sklearn", "scipy")
     from ..research.training import train
-    from .common import log_of, parse_modes
 
     if a.store:
         from .learning_commands import cmd_train_store
@@ -140,10 +150,12 @@ def cmd_train(a) -> int:
 def cmd_evaluate(a) -> int:
     from pathlib import Path
 
+    from .common import log_of, need, parse_modes
+
+    need("evaluate", "sklearn", "scipy", *(["matplotlib"] if a.out else []))
     from ..research.arch_groups import regrouped
     from ..research.dataset import load_dataset
     from ..research.report import evaluate
-    from .common import log_of, parse_modes
 
     log = log_of(a)
     modes = parse_modes(a.modes)
@@ -163,8 +175,10 @@ def cmd_evaluate(a) -> int:
 
 
 def cmd_simulate(a) -> int:
+    from .common import log_of, need, parse_modes
+
+    need("simulate", "sklearn", "scipy", *(["matplotlib"] if a.out else []))
     from ..research.simulation import run_study
-    from .common import log_of, parse_modes
 
     counts = []
     for x in a.gpus.split(","):
@@ -216,6 +230,8 @@ def add_commands(sub) -> None:
     p.add_argument("--model", help="model manifest (default: the shipped H100 model of --mode for the profiles: "
                                    "the GPM model where any profile is a GPM profile)")
     p.add_argument("--json", action="store_true", help="machine-readable output (with any warnings)")
+    p.add_argument("--explain", nargs="?", type=int, const=3, default=None, metavar="K",
+                   help="also say why: each job's K largest contributions to its predicted slowdown, in words (default K: 3)")
     p.add_argument("--observed", metavar="FILE",
                    help="measured collocations of these or other jobs (colopred/schemas/observations.schema.json): each "
                         "observed job's prediction moves toward what was measured of it")

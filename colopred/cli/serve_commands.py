@@ -38,6 +38,9 @@ def cmd_serve(a) -> int:
     if a.retrain_every is not None:
         if not a.retrain_every > 0:
             raise ColopredError(f"--retrain-every must be a positive number of minutes, not {a.retrain_every:g}")
+        from .common import need
+
+        need("serve --retrain-every", "sklearn", "scipy")  # the retraining fits models
         if a.retrain_min_new < 1:
             raise ColopredError(f"--retrain-min-new must be at least 1, not {a.retrain_min_new}")
         if not Path(a.retrain_data).is_dir():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import GpuError
+from ..errors import GpuError, MissingExtra
 
 # our name -> pynvml constant name
 GPM_METRICS = {
@@ -30,8 +30,8 @@ class Nvml:
     def __post_init__(self):
         try:
             import pynvml
-        except ImportError as e:  # pragma: no cover
-            raise GpuError("nvidia-ml-py is not installed") from e
+        except ImportError:  # pragma: no cover
+            raise MissingExtra("pynvml", "gpu", "NVML sampling") from None
         self.nv = pynvml
         try:
             pynvml.nvmlInit()

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import warnings
-from typing import Any, Sequence
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Sequence
 
 from .manifest import strict_json
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 
 class caught_warnings:
@@ -37,9 +38,14 @@ class caught_warnings:
         return list(dict.fromkeys(str(w.message) for w in self._caught))
 
 
-def prediction_document(prediction: Any, profile_source: str, notes: Sequence[str]) -> dict[str, Any]:
-    """``colopred predict --json``: the prediction, the profiles the model reads, and the warnings."""
-    return {**prediction.to_dict(), "profile_source": profile_source, "warnings": list(notes)}
+def prediction_document(prediction: Any, profile_source: str, notes: Sequence[str], explanation: Any = None) -> dict[str, Any]:
+    """``colopred predict --json``: the prediction, the profiles the model reads, and the warnings; with an
+    ``explanation`` (``Prediction.explain``, ``--explain``), each job's ``explanation``."""
+    doc = {**prediction.to_dict(), "profile_source": profile_source, "warnings": list(notes)}
+    if explanation is not None:
+        for job, why in zip(doc["jobs"], explanation.to_dict()):
+            job["explanation"] = {k: v for k, v in why.items() if k not in ("name", "slowdown")}
+    return doc
 
 
 def table_document(table: pd.DataFrame) -> list[dict[str, Any]]:

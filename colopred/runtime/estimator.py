@@ -1,4 +1,4 @@
-"""``SlowdownModel``: the per-job slowdown estimator, a scikit-learn regressor.
+"""``SlowdownModel``: the per-job slowdown estimator, a scikit-learn-compatible regressor.
 
   s = 1 − c + (s_base(x) − 1 + c) · exp(f(x))            (c = 1: s = s_base(x) · exp(f(x)))
 
@@ -14,12 +14,13 @@ DataFrame with those columns.
 
 from __future__ import annotations
 
+import inspect
 import os
+import sys
+from functools import cache
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-import pandas as pd
-from sklearn.base import BaseEstimator, RegressorMixin
 
 from ..constants import (
     CONFORMAL_FOLDS,
@@ -176,9 +177,15 @@ def _compose_objective(base: np.ndarray, offset: float | np.ndarray):
     return objective
 
 
+def _is_frame(X) -> bool:
+    """Whether ``X`` is a pandas DataFrame, without importing pandas (a caller holding one has imported it)."""
+    pd = sys.modules.get("pandas")
+    return pd is not None and isinstance(X, pd.DataFrame)
+
+
 def _rows(X) -> np.ndarray:
     """FEATURES rows as a float array (a DataFrame is taken by column name)."""
-    if isinstance(X, pd.DataFrame):
+    if _is_frame(X):
         missing = [f for f in FEATURES if f not in X.columns]
         if missing:
             raise ValueError(f"feature frame lacks column(s) {', '.join(missing[:5])}")
@@ -189,7 +196,115 @@ def _rows(X) -> np.ndarray:
     return X
 
 
-class SlowdownModel(RegressorMixin, BaseEstimator):
+RESEARCH_EXTRA = "pip install \"colopred[research]\""
+
+
+def needs_research(what: str):
+    """XGBoost's scikit-learn wrapper, as fitting uses it; an ImportError naming the research extra where scikit-learn
+    or SciPy is missing (a scheduler's install loads and predicts without them)."""
+    try:
+        import scipy.optimize  # noqa: F401 (the baseline's least squares)
+        import sklearn  # noqa: F401 (XGBoost's XGBRegressor needs it)
+        import xgboost as xgb
+    except ImportError as e:
+        raise ImportError(f"{what} needs the research extra ({e.name} is missing): {RESEARCH_EXTRA}", name=e.name) from None
+    return xgb
+
+
+class Trees:
+    """A loaded XGBoost model: its Booster behind the two methods of ``xgboost.XGBRegressor`` that colopred reads
+    (``get_booster``, ``save_model``). XGBoost's scikit-learn wrapper refuses to exist without scikit-learn, which a
+    scheduler's install does not carry; predictions go through the Booster either way (``inplace_predict``), so a
+    model loaded as ``Trees`` predicts bit for bit what one loaded as ``XGBRegressor`` does."""
+
+    def __init__(self, booster: Any):
+        self._booster = booster
+
+    def get_booster(self) -> Any:
+        return self._booster
+
+    def save_model(self, fname: str) -> None:
+        self._booster.save_model(fname)
+
+
+@cache
+def _sklearn_regressor_tags() -> Any:
+    """scikit-learn's own tags of a regressor (scikit-learn >= 1.6), made by its mixins: whatever its version says."""
+    from sklearn.base import BaseEstimator, RegressorMixin
+
+    class Regressor(RegressorMixin, BaseEstimator):
+        pass
+
+    return Regressor().__sklearn_tags__()
+
+
+class RegressorContract:
+    """scikit-learn's estimator contract, without importing scikit-learn.
+
+    ``get_params``/``set_params`` (the constructor's arguments, as ``sklearn.base.BaseEstimator`` reads them, so
+    ``sklearn.base.clone``, grid searches and pipelines take the model), ``score`` (R², as ``RegressorMixin``), the
+    regressor tags (``__sklearn_tags__``, ``_estimator_type``) and a repr of the arguments that differ from their
+    defaults. Why not inherit ``BaseEstimator``: importing scikit-learn (and the SciPy it loads) took 1.9 s of the
+    3.7–4.1 s a scheduler waited for ``Predictor.default``, and a scheduler only loads and predicts; scikit-learn is
+    imported here only by the methods that scikit-learn itself calls (it is loaded then) and by ``fit``."""
+
+    _estimator_type = "regressor"
+
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return sorted(p.name for p in sig.parameters.values()
+                      if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor's arguments by name (``deep``: also those of any estimator among them, as ``NAME__ARG``)."""
+        out: dict[str, Any] = {}
+        for name in self._get_param_names():
+            value = getattr(self, name)
+            if deep and hasattr(value, "get_params") and not isinstance(value, type):
+                out.update((f"{name}__{k}", v) for k, v in value.get_params().items())
+            out[name] = value
+        return out
+
+    def set_params(self, **params: Any) -> Any:
+        """Set constructor arguments by name; returns the estimator."""
+        valid = self._get_param_names()
+        for key, value in params.items():
+            name, _, sub = key.partition("__")
+            if name not in valid:
+                raise ValueError(f"invalid parameter {name!r} for estimator {type(self).__name__}; valid parameters: {valid}")
+            if sub:
+                getattr(self, name).set_params(**{sub: value})
+            else:
+                setattr(self, name, value)
+        return self
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """R² of :meth:`predict` on ``X`` against ``y`` (scikit-learn's ``RegressorMixin.score``)."""
+        from sklearn.metrics import r2_score
+
+        return float(r2_score(y, self.predict(X), sample_weight=sample_weight))  # type: ignore[attr-defined]
+
+    def __sklearn_tags__(self) -> Any:
+        tags = _sklearn_regressor_tags()
+        tags.input_tags.allow_nan = True  # XGBoost routes missing features itself
+        return tags
+
+    def __repr__(self) -> str:
+        defaults = {n: p.default for n, p in inspect.signature(type(self).__init__).parameters.items()}
+        changed = [f"{n}={getattr(self, n)!r}" for n in self._get_param_names()
+                   if not _same(getattr(self, n), defaults.get(n, inspect.Parameter.empty))]
+        return f"{type(self).__name__}({', '.join(changed)})"
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a is b or a == b)
+    except (TypeError, ValueError):  # arrays compare element by element
+        return False
+
+
+class SlowdownModel(RegressorContract):
     """Slowdown of each job of a set, from FEATURES rows.
 
     Parameters
@@ -352,7 +467,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
     def _fit_point(self, Xm: np.ndarray, s: np.ndarray, base: np.ndarray, c: float | np.ndarray):
         """The trees f: on r = log(s) − log(s_base) by squared error (c = 1), else by the squared log error of
         :func:`compose` with c (starting from f = 0, the baseline)."""
-        import xgboost as xgb
+        xgb = needs_research("SlowdownModel.fit")
 
         if np.isscalar(c) and c == 1.0:
             m = xgb.XGBRegressor(objective="reg:squarederror", monotone_constraints=self._constraints(), **self.tree_params_)
@@ -395,6 +510,8 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         ``job_offset_prior_`` rows, and its number of rows n_j. Fewer than two groups: no offsets."""
         if len(np.unique(groups)) < 2:
             return {}, {}
+        import pandas as pd
+
         folds, n_folds = self._group_folds(groups, JOB_OFFSET_FOLDS)
         e = np.log(s) - np.log(self._out_of_fold(Xm, terms, s, c, folds, n_folds))
         per_job = pd.DataFrame({"job": jobs, "e": e}).groupby("job")["e"].agg(["sum", "count"])
@@ -418,7 +535,7 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         of the offset's weight λ·n_j/(n_j + K₀) and n_j rows, q = ``constants.JOB_OFFSET_WIDTH_SHARE``). The
         calibration scores each held-out row as it would be served (with its job's offset and ρ_j if the fold trained
         on the job, else neither) against the measured s."""
-        import xgboost as xgb
+        xgb = needs_research("SlowdownModel.fit")
 
         self._resolve()
         X = _rows(X)
@@ -481,7 +598,11 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
     # ------------------------------------------------------------------ predict
     def _check_fitted(self) -> None:
         if getattr(self, "point_", None) is None:
-            from sklearn.exceptions import NotFittedError
+            try:
+                from sklearn.exceptions import NotFittedError
+            except ImportError:  # a scheduler's install: the same bases as scikit-learn's
+                class NotFittedError(ValueError, AttributeError):  # type: ignore[no-redef]
+                    pass
 
             raise NotFittedError("this SlowdownModel is not fitted yet: call fit() or load a model")
 
@@ -612,8 +733,10 @@ class SlowdownModel(RegressorMixin, BaseEstimator):
         alone = _alone(X)
         return np.where(alone, 1.0, p), np.where(alone[:, None], 1.0, iv)
 
-    def feature_importance(self) -> pd.Series:
-        """Gain of each tree feature in the point model, largest first."""
+    def feature_importance(self) -> Any:
+        """Gain of each tree feature in the point model, largest first (a pandas Series)."""
+        import pandas as pd
+
         self._check_fitted()
         imp = self.point_.get_booster().get_score(importance_type="gain")
         return pd.Series({f: imp.get(f"f{i}", imp.get(f, 0.0)) for i, f in enumerate(self.features_)}).sort_values(ascending=False)

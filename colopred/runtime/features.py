@@ -1,4 +1,4 @@
-"""Permutation-invariant feature rows: one row per (job set, target job). Pure numpy/pandas.
+"""Permutation-invariant feature rows: one row per (job set, target job). Pure numpy (pandas where a frame is asked for).
 
 For target job j in set S: j's own profile features (``t_*``), aggregates over its co-runners S \\ {j}
 (``co_sum_*``, ``co_max_*``, ``co_min_*``, ``co_mean_*``), the set size and the MPS share load. Works for
@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import math
 from itertools import chain
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-import pandas as pd
 
 from ..constants import SHARE_EPS_US
 from ..profile import JobProfile
 from .queueing import queue_load
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # imported where a frame is made: a scheduler's start does without it
 
 # Per-job base features, from a JobProfile (base_vector). Missing values (NaN) where a profile lacks
 # kernel-level data (NVML GPM profiles); XGBoost routes missing values itself.
@@ -350,6 +352,8 @@ def index_sets(sets: Sequence[Sequence[JobProfile]]) -> tuple[list[JobProfile], 
     profile object counted once (loops in C: a million sets take a fraction of a second)."""
     flat = list(chain.from_iterable(sets))
     lengths = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
+    import pandas as pd
+
     ids = np.fromiter(map(id, flat), dtype=np.int64, count=len(flat))
     codes, uniq = pd.factorize(ids)  # by hashing; codes in order of first appearance
     profiles = _first_of(flat, codes, len(uniq))
@@ -374,6 +378,8 @@ def _first_of(flat: list, codes: np.ndarray, n: int) -> list:
 
 def feature_frame(sets: list[list[JobProfile]]) -> pd.DataFrame:
     """DataFrame of features, one row per (set, job), with ``set_id`` and ``job`` columns."""
+    import pandas as pd
+
     names: dict[str, int] = {}
     profiles: list[JobProfile] = []
     for s in sets:

@@ -28,7 +28,7 @@ from ..io import fsync_file, sha256_of, stage_file, write_text_atomic
 from ..schema import loads
 from ..schema import problems as schema_problems
 from .baseline import BASELINE_TERMS, load_kind
-from .estimator import INTERVAL_CLASS_NAMES, SlowdownModel
+from .estimator import INTERVAL_CLASS_NAMES, SlowdownModel, Trees
 from .features import FEATURES, MONOTONE_INCREASING
 from .sources import model_features_for
 
@@ -231,7 +231,8 @@ def _check_trees(f: Path, reg: Any, part: str, n_features: int) -> None:
 
 
 def load_model(path: str | os.PathLike) -> tuple[SlowdownModel, dict[str, Any]]:
-    """(fitted SlowdownModel, manifest) from a manifest and its checksummed XGBoost files."""
+    """(fitted SlowdownModel, manifest) from a manifest and its checksummed XGBoost files (read as Boosters,
+    ``estimator.Trees``: loading and predicting need neither scikit-learn nor XGBoost's scikit-learn wrapper)."""
     import xgboost as xgb
 
     path = Path(path)
@@ -264,9 +265,9 @@ def load_model(path: str | os.PathLike) -> tuple[SlowdownModel, dict[str, Any]]:
             raise InputError(f, "model file listed in the manifest is missing")
         if sha256_of(f) != man["files"][part]["sha256"]:
             raise InputError(f, "checksum mismatch: the model file is corrupt or was changed")
-        reg = xgb.XGBRegressor()
+        reg = Trees(xgb.Booster())
         try:
-            reg.load_model(str(f))
+            reg.get_booster().load_model(str(f))
         except (xgb.core.XGBoostError, ValueError, TypeError, KeyError, OSError):
             raise InputError(f, "not a valid XGBoost model file (XGBoost cannot read it), though its checksum matches the "
                                 "manifest: retrain or restore the model") from None

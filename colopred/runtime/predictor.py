@@ -23,11 +23,11 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
-import pandas as pd
 
 from ..constants import DEFAULT_MIN_THROUGHPUT, MODES
 from ..errors import InputError
@@ -35,6 +35,7 @@ from ..profile import JobProfile, as_instances, instance_name, instance_names, j
 from . import outcome
 from .checks import check_pack, check_predict, check_predict_many, check_rank_partners
 from .estimator import SlowdownModel
+from .explain import Explanation, JobExplanation, explain_rows
 from .baseline import baseline_columns
 from .features import FEATURES, feature_columns, feature_matrix, index_sets, profile_matrix  # noqa: F401 (index_sets: the benchmark's)
 from .manifest import default_model_path, load_model, save_model
@@ -52,6 +53,9 @@ from .observed import (
 from .placement import FAIR, Gpu, Placement, place
 from .sources import PROFILE_SOURCES, source_of
 
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # imported by the calls that answer with a frame: loading a model and predicting do without it
+
 
 @dataclass(frozen=True)
 class Prediction:
@@ -66,6 +70,20 @@ class Prediction:
     memory_gib: float | None = None
     observations: tuple[int, ...] | None = None
     """Per job, how many measured collocations shifted its prediction (:meth:`Predictor.observe`); None: none."""
+    _explainer: Callable[[], list[list[Any]]] | None = field(default=None, repr=False, compare=False)
+    """Each job's contributions, computed when :meth:`explain` asks (a prediction does not pay for them)."""
+
+    def explain(self, k: int = 3) -> Explanation:
+        """Why each job's slowdown is what it is: its ``k`` largest contributions (the trees' features through
+        XGBoost's own per-feature contributions, the contention baseline's terms, the offsets), each in words and
+        in slowdown units, with what the rest add up to; 1 and all of a job's contributions add up to its slowdown
+        (:mod:`colopred.runtime.explain`). ``.text()`` reads them, ``.to_dict()`` gives them as data."""
+        if self._explainer is None:
+            raise ValueError("this prediction holds no model to explain it (Predictor.predict makes ones that do)")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be a positive number of contributions, not {k!r}")
+        rows = self._explainer()
+        return Explanation(self.mode, tuple(JobExplanation(n, s, tuple(c)) for n, s, c in zip(self.jobs, self.slowdown, rows)), k)
 
     @property
     def collocated_iteration_ms(self) -> tuple[float, ...]:
@@ -238,16 +256,22 @@ class Predictor:
         names = instance_names([p.name for p in profiles])
         s[pos], iv[pos] = self.model.predict_with_interval(X, jobs=[jobs[i] for i in pos])
         observed = None
+        f = None
         if self.offsets:
             f = factors(self.offsets, jobs, self._prior_weight)
             rho = width_factors(self.offsets, jobs, self._prior_weight, offset_share_of(self.mode))
             s, iv = corrected(s, f), corrected_interval(s, iv, f, rho)
             observed = tuple(self.offsets[n].observations if n in self.offsets else 0 for n in jobs)
+        order = np.empty(len(pos), dtype=np.intp)
+        order[pos] = np.arange(len(pos))  # the feature row of each job, in the order given
+        explainer = partial(explain_rows, self.model, X[order], list(jobs),
+                            None if f is None else np.asarray(f, np.float64))
         need = outcome.memory_need_gib([p.peak_memory_gib for p in profiles])
         gpu_mem = max(p.gpu.memory_gib for p in profiles)
         return Prediction(self.mode, tuple(names), tuple(map(float, s)),
                           tuple((float(a), float(b)) for a, b in iv), tuple(p.iteration_ms for p in profiles),
-                          fits_memory=outcome.fits_memory(need, gpu_mem), memory_gib=need, observations=observed)
+                          fits_memory=outcome.fits_memory(need, gpu_mem), memory_gib=need, observations=observed,
+                          _explainer=explainer)
 
     def predict_many(self, sets: Sequence[Sequence[JobProfile]]) -> pd.DataFrame:
         """Vectorised prediction of many sets: a tidy DataFrame with one row per job of each set, in the order
@@ -261,6 +285,8 @@ class Predictor:
     def predict_index(self, profiles: Sequence[JobProfile], idx: np.ndarray) -> pd.DataFrame:
         """:meth:`predict_many` for sets given as an n_sets x k array of indices into ``profiles`` (-1 = no job in
         that slot): the fast path for schedulers scoring many candidate sets of the same jobs."""
+        import pandas as pd
+
         profiles = list(profiles)
         idx = np.asarray(idx, dtype=np.int64)
         s = self.slowdown_index(profiles, idx)
@@ -338,6 +364,8 @@ class Predictor:
         """Candidates ranked by the predicted normalised throughput of the pair, best first: one row per
         partner with ``partner``, ``job_slowdown``, ``partner_slowdown``, ``delta``, ``throughput``, ``fits_memory``.
         A candidate that is the job's own profile is a second copy of the job, its ``partner`` named ``JOB#2``."""
+        import pandas as pd
+
         check_rank_partners(self, job, candidates, k)
         profiles = [job, *candidates]
         n = len(candidates)
@@ -390,6 +418,8 @@ def _row_names(names: np.ndarray, idx: np.ndarray, present: np.ndarray, n_jobs: 
     out = names[idx.ravel()[flat]]
     if idx.shape[1] < 2:
         return out
+    import pandas as pd
+
     codes = pd.factorize(names)[0]  # one code per name: two equal profiles of one name are one job
     named = np.where(present, codes[np.where(present, idx, 0)], -1)
     ordered = np.sort(named, axis=1)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...constants import CONTEXT_OVERHEAD_GIB
-from ...errors import GpuError
+from ...errors import GpuError, MissingExtra
 from ...profile import instance_name, job_of
 from ...runtime.outcome import memory_need_gib
 from .mps import MPS_BASE_DIR, MpsDaemon
@@ -347,7 +347,7 @@ def make_pool_factory(**kwargs):
     def factory(mode: str, jobs: tuple[str, ...]) -> GpuWorkerPool:
         try:
             return GpuWorkerPool(mode, jobs, **kwargs)
-        except GpuError:
+        except (GpuError, MissingExtra):
             raise
         except Exception as e:  # noqa: BLE001
             raise GpuError(f"cannot start the worker pool: {e}") from e
