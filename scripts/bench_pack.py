@@ -146,6 +146,8 @@ def main() -> None:
             gaps.append(100.0)  # fewer jobs placed counts as a full miss
         else:
             gaps.append(100 * (ex.throughput - he.throughput) / ex.throughput)
+    if not gaps:
+        return
     print("\n| small instances (6-16 jobs) | mean gap to optimum | worst | optimum found |\n|---|---|---|---|")
     print(f"| {a.instances} | {statistics.mean(gaps):.2f}% (target ≤ 1%: {'met' if statistics.mean(gaps) <= 1 else 'MISSED'}) | "
           f"{max(gaps):.2f}% | {int(np.sum(np.array(gaps) < 1e-6))} of {len(gaps)} |")
