@@ -61,7 +61,7 @@ def test_a_list_of_running_jobs_is_kept_as_a_tuple():
     ({"gpus": "g0"}, TypeError, "gpus must be a sequence"),
     ({"gpus": [Gpu("g"), Gpu("g")]}, ValueError, "two GPUs are named 'g'"),
     ({"n_gpus": 2, "max_slowdown": "lenient"}, ValueError, "max_slowdown must be"),
-    ({"n_gpus": 2, "max_slowdown": 0.5}, ValueError, "max_slowdown must be a number of at least 1"),
+    ({"n_gpus": 2, "max_slowdown": 0.5}, ValueError, "max_slowdown must be at least 1"),
     ({"n_gpus": 2, "max_slowdown": True}, TypeError, "max_slowdown"),
     ({"n_gpus": 2, "min_throughput": -1}, ValueError, "min_throughput"),
     ({"n_gpus": 2, "min_throughput": "1"}, TypeError, "min_throughput"),

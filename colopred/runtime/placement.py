@@ -997,8 +997,10 @@ def check_limits(max_per_gpu: Any, max_slowdown: Any, min_throughput: Any, time_
     elif max_slowdown is not None:
         if isinstance(max_slowdown, bool) or not isinstance(max_slowdown, numbers.Real):
             raise TypeError(f'max_slowdown must be a number, "fair" or None, not {type(max_slowdown).__name__} {max_slowdown!r}')
-        if not (math.isfinite(max_slowdown) and float(max_slowdown) >= 1):
-            raise ValueError(f"max_slowdown must be a number of at least 1 (a job alone runs at slowdown 1), not {max_slowdown!r}")
+        if not math.isfinite(max_slowdown):
+            raise ValueError(f"max_slowdown must be a finite number of at least 1, not {max_slowdown!r}")
+        if float(max_slowdown) < 1:
+            raise ValueError(f"max_slowdown must be at least 1 (a job alone runs at slowdown 1), not {max_slowdown!r}")
     if min_throughput is not None:
         if isinstance(min_throughput, bool) or not isinstance(min_throughput, numbers.Real):
             raise TypeError(f"min_throughput must be a number or None, not {type(min_throughput).__name__} {min_throughput!r}")
