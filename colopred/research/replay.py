@@ -108,11 +108,7 @@ def replay(client: Any, trace: Sequence[TraceJob], profiles: dict[str, JobProfil
         return [by_id[i].zoo_job for i in ids]
 
     def rate(g: int) -> dict[int, float]:
-        ids = gpus[g]
-        if len(ids) <= 1:
-            return dict.fromkeys(ids, 1.0)
-        meas = sets.measured[frozenset(zoo(ids))]
-        return {i: 1.0 / meas[by_id[i].zoo_job] for i in ids}
+        return sets.speeds(gpus[g], lambda i: by_id[i].zoo_job)
 
     def set_ends(g: int) -> None:
         """GPU g's set is about to change: post what was measured of it, if it was shared and ran."""

@@ -113,6 +113,14 @@ class MeasuredSets:
     def has(self, jobs: Sequence[str]) -> bool:
         return len(jobs) <= 1 or frozenset(jobs) in self.measured
 
+    def speeds(self, ids: Sequence[int], zoo_job_of: Callable[[int], str]) -> dict[int, float]:
+        """Progress per second of each of the trace jobs ``ids`` sharing one GPU: 1 / the measured slowdown of its zoo
+        job (``zoo_job_of``) in their set; 1 alone."""
+        if len(ids) <= 1:
+            return dict.fromkeys(ids, 1.0)
+        meas = self.measured[frozenset(zoo_job_of(i) for i in ids)]
+        return {i: 1.0 / meas[zoo_job_of(i)] for i in ids}
+
 
 class _OutOfFoldScorer:
     """The placement engine's scorer: out-of-fold predicted slowdowns of measured sets of zoo jobs; a set that
@@ -155,11 +163,7 @@ def simulate(trace: Sequence[TraceJob], profiles: dict[str, JobProfile], sets: M
 
     def speed(g: int) -> dict[int, float]:
         """Progress per second of each job on GPU g: 1 / measured slowdown (alone: 1)."""
-        ids = gpus[g]
-        if len(ids) <= 1:
-            return dict.fromkeys(ids, 1.0)
-        meas = sets.measured[frozenset(zoo(ids))]
-        return {i: 1.0 / meas[by_id[i].zoo_job] for i in ids}
+        return sets.speeds(gpus[g], lambda i: by_id[i].zoo_job)
 
     def admit(i: int, g: int) -> None:
         gpus[g].append(i)
