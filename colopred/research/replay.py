@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from ..profile import JobProfile
-from .simulation import COLOPRED_WINDOW, MeasuredSets, TraceJob
+from .simulation import COLOPRED_WINDOW, MeasuredSets, TraceJob, advance
 
 CANDIDATE_GPUS = 100
 """Most occupied GPUs a request sends: kube-scheduler's floor of feasible nodes it scores in a large cluster
@@ -256,15 +256,9 @@ def replay(client: Any, trace: Sequence[TraceJob], profiles: dict[str, JobProfil
             rec.stopped_early = True
             break
         rates = {i: v for g in range(n_gpus) for i, v in rate(g).items()}
-        t_done = min((now + remaining[i] / v for i, v in rates.items()), default=math.inf)
         t_arrive = arrivals[nxt].arrival_s if nxt < len(arrivals) else math.inf
-        t = min(t_done, t_arrive)
-        if t == math.inf:
-            raise RuntimeError("jobs wait that no GPU can ever take")
-        dt = t - now
-        for i, v in rates.items():
-            remaining[i] -= v * dt
-        busy_gpu_s += dt * sum(1 for g in gpus if g)
+        t = advance(rates, remaining, now, t_arrive)
+        busy_gpu_s += (t - now) * sum(1 for g in gpus if g)
         now = t
         for g in range(n_gpus):
             done = [i for i in gpus[g] if remaining[i] <= 1e-9 * solo_s[i]]

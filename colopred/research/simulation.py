@@ -142,6 +142,20 @@ class _OutOfFoldScorer:
         return out
 
 
+def advance(rates: dict[int, float], remaining: dict[int, float], now: float, t_arrive: float) -> float:
+    """The time of the trace's next event after ``now``: the first completion at the jobs' current ``rates`` (work per
+    second) or the next arrival at ``t_arrive``, whichever comes first; each running job's ``remaining`` work is
+    reduced by what it did until then. ``RuntimeError`` where no event can come."""
+    t_done = min((now + remaining[i] / v for i, v in rates.items()), default=math.inf)
+    t = min(t_done, t_arrive)
+    if t == math.inf:
+        raise RuntimeError("jobs wait that no GPU can ever take")
+    dt = t - now
+    for i, v in rates.items():
+        remaining[i] -= v * dt
+    return t
+
+
 def simulate(trace: Sequence[TraceJob], profiles: dict[str, JobProfile], sets: MeasuredSets, n_gpus: int, policy: str,
              max_per_gpu: int = 2, seed: int = 0) -> pd.DataFrame:
     """One run: a row per job with arrival, start and completion (s), its GPU and its co-runners over time."""
@@ -215,15 +229,9 @@ def simulate(trace: Sequence[TraceJob], profiles: dict[str, JobProfile], sets: M
     while nxt < len(arrivals) or queue or any(gpus):
         # time of the next completion at the current speeds
         rates = {i: v for g in range(n_gpus) for i, v in speed(g).items()}
-        t_done = min((now + remaining[i] / v for i, v in rates.items()), default=math.inf)
         t_arrive = arrivals[nxt].arrival_s if nxt < len(arrivals) else math.inf
-        t = min(t_done, t_arrive)
-        if t == math.inf:
-            raise RuntimeError("jobs wait that no GPU can ever take")  # pragma: no cover
-        dt = t - now
-        for i, v in rates.items():
-            remaining[i] -= v * dt
-        busy_gpu_s += dt * sum(1 for g in gpus if g)
+        t = advance(rates, remaining, now, t_arrive)
+        busy_gpu_s += (t - now) * sum(1 for g in gpus if g)
         now = t
         for g in range(n_gpus):
             for i in [i for i in gpus[g] if remaining[i] <= 1e-9 * solo_s[i]]:
