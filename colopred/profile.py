@@ -245,14 +245,7 @@ def _retime_ok(p: JobProfile, it: float, busy: float) -> bool:
 
     if not (MIN_ITERATION_MS <= it <= MAX_ITERATION_MS and 0 <= busy <= MAX_BUSY_FRACTION):
         return False
-    if p.kernel_ms_per_iteration is not None and p.kernel_ms_per_iteration > MAX_BUSY_FRACTION * it:
-        return False
-    if p.kernels_per_iteration is not None and p.kernels_per_iteration > MAX_KERNELS_PER_MS * it:
-        return False
-    if p.kernel_ms_per_iteration is None:
-        half_us = 500.0 * MAX_BUSY_FRACTION * it
-        return all(v is None or v <= half_us + 1e-9 for v in (p.mps_wait_us, p.blocking_wait_us))
-    return True
+    return not _time_relation_problems(p, it)
 
 
 def name_problem(name: object) -> str | None:
@@ -311,11 +304,17 @@ def validate_fields(p: JobProfile) -> list[str]:
         return problems
     if isinstance(p.meta, dict) and depth(p.meta, MAX_META_DEPTH) > MAX_META_DEPTH:
         problems.append(f"meta nests deeper than {MAX_META_DEPTH} levels")
-    it = p.iteration_ms
     if p.source == "ncu" and p.achieved_occupancy_pct is None:
         problems.append("an ncu profile needs achieved_occupancy_pct (sm__warps_active, a required metric)")
     if p.peak_memory_gib is not None and p.peak_memory_gib > p.gpu.memory_gib:
         problems.append(f"peak_memory_gib {p.peak_memory_gib:g} exceeds the GPU's memory ({p.gpu.memory_gib:g} GiB)")
+    return problems + _time_relation_problems(p, p.iteration_ms)
+
+
+def _time_relation_problems(p: JobProfile, it: float) -> list[str]:
+    """The relations between fields that bound them by the iteration time ``it`` (ms): what ``validate_fields`` checks
+    of them, and what a re-timing (:func:`_retime_ok`) must keep."""
+    problems: list[str] = []
     if p.kernel_ms_per_iteration is not None and p.kernel_ms_per_iteration > MAX_BUSY_FRACTION * it:
         problems.append(f"kernel_ms_per_iteration {p.kernel_ms_per_iteration:g} exceeds {MAX_BUSY_FRACTION:g} x iteration_ms ({it:g})")
     if p.kernels_per_iteration is not None and p.kernels_per_iteration > MAX_KERNELS_PER_MS * it:
